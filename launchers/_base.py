@@ -1,0 +1,101 @@
+"""The launcher contract: how an engine is started, made ready, watched and stopped.
+
+Every launcher kind (``sim``, ``process``, ``docker``, ``endpoint``) implements ``Launcher``:
+
+- Ownership: from ``start()`` until ``stop()`` the launcher owns whatever it started (a
+  container, a process group, an in-process simulated engine). Nobody else stops it. A launcher
+  started nothing for ``endpoint`` targets and so stops nothing.
+- ``start(config, trial_dir)`` begins the launch and returns without waiting for readiness; the
+  engine's full log goes to ``trial_dir / "engine.log"``.
+- ``wait_ready(timeout_s)`` blocks until the engine serves (health answers and one real
+  completion succeeds) and returns its ``Endpoint``. It fails fast: an engine that exits
+  during start-up raises at once, not at the timeout.
+- ``stop()`` is idempotent and never raises for an engine already gone: it is called on every
+  path (success, failure, timeout, Ctrl-C, SIGTERM), usually through the context manager.
+- ``logs()`` returns what the engine printed so far (secrets redacted).
+
+Raises:
+    LaunchError: from ``start`` / ``wait_ready``; its ``kind`` says whether the config
+        (refused, OOM, crash, ready timeout) or the infrastructure (daemon unreachable, device
+        busy, port in use) is at fault.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from objectives.records import BenchRequest, RequestRecord
+from tuner.engine import EngineConfig
+
+
+class VirtualEngine(Protocol):
+    """An engine that runs a workload in virtual time instead of over HTTP (the simulator)."""
+
+    def run(
+        self,
+        requests: Sequence[BenchRequest],
+        concurrency: int,
+        request_rate: float | None = None,
+        burstiness: float = 1.0,
+    ) -> list[RequestRecord]:
+        """Serve ``requests`` with ``concurrency`` in flight; records carry virtual seconds."""
+        ...
+
+    def server_counters(self) -> dict[str, float]:
+        """Cumulative server-side counters, named as vLLM's ``/metrics`` names them."""
+        ...
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a ready engine serves: an HTTP base URL, or a virtual engine (exactly one)."""
+
+    model: str
+    base_url: str | None = None
+    virtual: VirtualEngine | None = None
+
+
+class LauncherSettings(BaseModel):
+    """Base of each kind's ``target:`` settings in a space file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Launcher(ABC):
+    """One engine launch at a time; see the module docstring for the contract."""
+
+    kind: ClassVar[str]
+    settings_model: ClassVar[type[LauncherSettings]]
+
+    def __init__(self, settings: LauncherSettings) -> None:
+        self.settings = settings
+
+    @abstractmethod
+    def start(self, config: EngineConfig, trial_dir: Path) -> None: ...
+
+    @abstractmethod
+    def wait_ready(self, timeout_s: float) -> Endpoint: ...
+
+    @abstractmethod
+    def logs(self) -> str: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> Launcher:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

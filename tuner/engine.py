@@ -1,0 +1,51 @@
+"""``EngineConfig``: one fully resolved engine launch, the hand-off from tuner to launchers."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+REDACTED = "<redacted>"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """What a launcher starts: program, flags, env, devices and port.
+
+    ``command`` is the program with its leading words (``vllm serve MODEL``); ``args`` are the
+    flags rendered from the space's base args and the trial's sampled parameters. Values of env
+    keys in ``secret_env`` must never be written anywhere: use ``public_env()`` for output.
+    """
+
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+    model: str
+    port: int
+    host: str = "127.0.0.1"
+    devices: tuple[str, ...] = ()
+    secret_env: frozenset[str] = frozenset()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    engine: str = "vllm"
+    engine_version: str = ""
+    params: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.command, *self.args]
+
+    def public_env(self) -> dict[str, str]:
+        """The env with every secret value replaced, safe for logs, trial folders and exports."""
+        return {k: (REDACTED if k in self.secret_env else v) for k, v in self.env.items()}
+
+    def shell_command(self) -> str:
+        """A paste-able one-liner (env assignments, then argv), secrets redacted."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.public_env().items()))
+        cmd = shlex.join(self.argv)
+        return f"{env} {cmd}" if env else cmd
+
+    def fingerprint(self) -> str:
+        """Identity of the launch as the engine sees it: equal fingerprints, same engine."""
+        env = ",".join(f"{k}={v}" for k, v in sorted(self.env.items()) if k not in self.secret_env)
+        return shlex.join(self.argv) + " | " + env
