@@ -1,0 +1,3 @@
+"""Imports the built-in launcher modules so they register their kinds."""
+
+from __future__ import annotations
