@@ -1,0 +1,241 @@
+"""Per-tier metrics from request records, defined exactly as ``vllm bench serve`` defines them.
+
+TTFT, ITL (per chunk), E2EL and TPOT = (E2EL - TTFT) / (output_tokens - 1) for requests with
+more than one output token; mean / median / std / p90 / p99 with numpy's defaults (linear
+interpolation, population std); ITL over the flattened gaps of all requests; an empty list
+counts as ``0`` as vLLM's ``np.mean(x or 0)`` does. Throughputs divide by the tier's duration.
+
+One deliberate difference: a request that streamed but returned a token count other than the
+one it asked for (``max_tokens`` + ``ignore_eos`` not honoured) is a failure with reason
+``length not honoured`` instead of being averaged in, so every config is measured on the same
+work. Failures are counted by reason; what a failure rate means is the objective's call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from objectives.records import RequestRecord
+
+PERCENTILES = (90, 99)
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "median", "std", *(f"p{p}" for p in PERCENTILES))
+LENGTH_NOT_HONOURED = "length not honoured"
+COUNT_KEYS = ("completed", "failed", "total_input_tokens", "total_output_tokens")
+RATE_KEYS = (
+    "duration",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+)
+LATENCY_KEYS = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS)
+METRIC_KEYS = (*COUNT_KEYS, *RATE_KEYS, *LATENCY_KEYS)
+PER_REQUEST = ("ttft", "tpot", "e2el")  # what vllm's --goodput accepts, in ms
+
+
+class SLO(BaseModel):
+    """One service-level objective, from the ``slos:`` list of a space file.
+
+    ``metric`` is either a per-request latency (``ttft``, ``tpot``, ``e2el``; in ms, as
+    ``vllm bench serve --goodput``): a request is good when it meets every such SLO, which
+    defines ``request_goodput``; or a per-tier key (``p99_ttft_ms``, ``output_throughput``...)
+    that the tier's value must respect.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str = Field(description="ttft / tpot / e2el (per request, ms) or a per-tier key.")
+    max: float | None = Field(None, description="Upper bound (ms for latencies).")
+    min: float | None = Field(None, description="Lower bound (e.g. for output_throughput).")
+    tiers: list[int] | None = Field(
+        None, description="Concurrency tiers it applies to; all tiers when left out."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SLO:
+        if self.metric not in PER_REQUEST and self.metric not in METRIC_KEYS:
+            raise ValueError(
+                f"slos[].metric {self.metric!r} is not one of {', '.join(PER_REQUEST)} "
+                f"or a per-tier key such as p99_ttft_ms, output_throughput"
+            )
+        if self.max is None and self.min is None:
+            raise ValueError(f"slos[] on {self.metric!r} needs max or min")
+        if self.metric in PER_REQUEST and self.min is not None:
+            raise ValueError(f"slos[] on per-request {self.metric!r} takes max only")
+        return self
+
+    @property
+    def per_request(self) -> bool:
+        return self.metric in PER_REQUEST
+
+    def applies_to(self, concurrency: int) -> bool:
+        return self.tiers is None or concurrency in self.tiers
+
+    def violated_by(self, value: float) -> bool:
+        too_high = self.max is not None and value > self.max
+        return too_high or (self.min is not None and value < self.min)
+
+
+def failure_reason(rec: RequestRecord) -> str | None:
+    """Why a record does not count as completed (None when it does)."""
+    if not rec.success:
+        return rec.error or "unknown error"
+    if rec.output_len > 0 and rec.output_tokens != rec.output_len:
+        return LENGTH_NOT_HONOURED
+    return None
+
+
+def count_failures(records: Sequence[RequestRecord]) -> dict[str, int]:
+    """Failed requests by reason (``http 500``, ``timeout``, ``length not honoured``...)."""
+    reasons = (failure_reason(r) for r in records)
+    return dict(Counter(r for r in reasons if r is not None))
+
+
+def compute_metrics(
+    records: Sequence[RequestRecord], duration_s: float, slos: Sequence[SLO] = ()
+) -> dict[str, float | int]:
+    """The ``vllm bench serve`` result keys of one tier (latencies in ms, rates per second).
+
+    ``slos`` are the per-request SLOs of this tier (others are ignored here); with none,
+    ``request_goodput`` equals ``request_throughput`` as every completed request is good.
+    """
+    good = [r for r in records if failure_reason(r) is None]
+    ttfts = [_ttft(r) for r in good]
+    e2els = [_e2el(r) for r in good]
+    tpots = [_tpot(r) for r in good]
+    itls = [b - a for r in good for a, b in pairwise(r.chunk_times)]
+    n_in = sum(r.prompt_len for r in good)
+    n_out = sum(r.output_tokens for r in good)
+    n_good = sum(_meets(r, slos) for r in good)
+    out: dict[str, float | int] = {
+        "completed": len(good),
+        "failed": len(records) - len(good),
+        "total_input_tokens": n_in,
+        "total_output_tokens": n_out,
+        "duration": float(duration_s),
+        "request_throughput": _rate(len(good), duration_s),
+        "request_goodput": _rate(n_good, duration_s),
+        "output_throughput": _rate(n_out, duration_s),
+        "total_token_throughput": _rate(n_in + n_out, duration_s),
+    }
+    # vLLM keeps 0.0 TPOTs of 1-token requests for goodput only, not for the TPOT statistics.
+    series = {"ttft": ttfts, "tpot": [t for t in tpots if t is not None], "itl": itls}
+    series["e2el"] = e2els
+    for name, values in series.items():
+        out.update(_stats(name, values))
+    return out
+
+
+def _ttft(r: RequestRecord) -> float:
+    return r.chunk_times[0] - r.send_time
+
+
+def _e2el(r: RequestRecord) -> float:
+    return r.chunk_times[-1] - r.send_time
+
+
+def _tpot(r: RequestRecord) -> float | None:
+    if r.output_tokens <= 1:
+        return None
+    return (_e2el(r) - _ttft(r)) / (r.output_tokens - 1)
+
+
+def _meets(r: RequestRecord, slos: Sequence[SLO]) -> bool:
+    values = {"ttft": _ttft(r), "tpot": _tpot(r) or 0.0, "e2el": _e2el(r)}
+    return not any(s.violated_by(values[s.metric] * 1000) for s in slos if s.per_request)
+
+
+def _rate(count: float, duration_s: float) -> float:
+    return count / duration_s if duration_s > 0 else 0.0
+
+
+def _stats(name: str, seconds: Sequence[float]) -> dict[str, float]:
+    arr = np.asarray(seconds if seconds else [0.0], dtype=float) * 1000.0
+    out = {
+        f"mean_{name}_ms": float(np.mean(arr)),
+        f"median_{name}_ms": float(np.median(arr)),
+        f"std_{name}_ms": float(np.std(arr)),
+    }
+    for p in PERCENTILES:
+        out[f"p{p}_{name}_ms"] = float(np.percentile(arr, p))
+    return out
+
+
+def slo_violations(
+    metrics: dict[str, float | int], slos: Sequence[SLO], concurrency: int
+) -> list[str]:
+    """Per-tier SLOs this tier breaks, as readable lines (``p99_ttft_ms 812.0 > 500.0``)."""
+    out = []
+    for s in slos:
+        if s.per_request or not s.applies_to(concurrency):
+            continue
+        value = float(metrics[s.metric])
+        if s.violated_by(value):
+            bound = f"> {s.max}" if s.max is not None and value > s.max else f"< {s.min}"
+            out.append(f"{s.metric} {value:.4g} {bound}")
+    return out
+
+
+@dataclass
+class TierResult:
+    """Everything measured at one concurrency tier; ``to_json`` keeps vLLM's keys on top.
+
+    ``client_saturated`` marks a tier the client, not the server, limited: its numbers say
+    nothing about the config. ``client`` holds the client's own lag figures.
+    """
+
+    concurrency: int
+    metrics: dict[str, float | int]
+    failures: dict[str, int] = field(default_factory=dict)
+    server: dict[str, float] = field(default_factory=dict)
+    client_saturated: bool = False
+    client: dict[str, float] = field(default_factory=dict)
+    slo_violations: list[str] = field(default_factory=list)
+    request_rate: float | None = None
+    burstiness: float = 1.0
+
+    @property
+    def has_failures(self) -> bool:
+        return bool(self.failures)
+
+    def to_dict(self) -> dict[str, Any]:
+        body = asdict(self)
+        metrics = body.pop("metrics")
+        # vLLM's result layout: metric keys at top level, plus its run fields.
+        return {
+            "max_concurrency": self.concurrency,
+            "request_rate": self.request_rate if self.request_rate else "inf",
+            **metrics,
+            **{k: v for k, v in body.items() if k not in ("concurrency", "request_rate")},
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TierResult:
+        rate = data.get("request_rate", "inf")
+        return cls(
+            concurrency=int(data["max_concurrency"]),
+            metrics={k: data[k] for k in METRIC_KEYS if k in data},
+            failures=dict(data.get("failures", {})),
+            server=dict(data.get("server", {})),
+            client_saturated=bool(data.get("client_saturated", False)),
+            client=dict(data.get("client", {})),
+            slo_violations=list(data.get("slo_violations", [])),
+            request_rate=None if rate in ("inf", None) else float(rate),
+            burstiness=float(data.get("burstiness", 1.0)),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> TierResult:
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,124 @@
+"""Run every tier of a workload against one ready engine and measure each tier.
+
+Over HTTP (``endpoint.base_url``) the requests go through one streaming client for the whole
+run; against a virtual engine (``endpoint.virtual``) they are served in virtual time. Either
+way the same code turns records into a ``TierResult``: warm-up requests first (not measured),
+then tier after tier, each with the seeded requests of its round.
+
+Interruption: on Ctrl-C or cancellation the exception propagates unchanged, carrying the
+completed tiers as ``exc.tier_results`` (read it with ``partial_results(exc)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from launchers._base import Endpoint, VirtualEngine
+from objectives import prom
+from objectives.datasets import build_requests, build_warmup
+from objectives.metrics import (
+    SLO,
+    TierResult,
+    compute_metrics,
+    count_failures,
+    slo_violations,
+)
+from objectives.records import RequestRecord
+from objectives.workload import WorkloadSpec
+from tuner.errors import TunerError
+
+OnTier = Callable[[TierResult], None]
+
+
+def run_benchmark(
+    endpoint: Endpoint,
+    workload: WorkloadSpec,
+    slos: Sequence[SLO] = (),
+    on_tier: OnTier | None = None,
+    base_dir: Path | None = None,
+) -> list[TierResult]:
+    """Measure every tier of ``workload`` against ``endpoint``; see the module docstring."""
+    results: list[TierResult] = []
+    try:
+        if endpoint.virtual is not None:
+            _run_virtual(endpoint.virtual, workload, slos, _collect(results, on_tier), base_dir)
+        elif endpoint.base_url is not None:
+            from objectives.load import run_http
+
+            asyncio.run(run_http(endpoint, workload, slos, _collect(results, on_tier), base_dir))
+        else:
+            raise TunerError("endpoint has neither a base_url nor a virtual engine")
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        exc.tier_results = list(results)  # type: ignore[union-attr]
+        raise
+    return results
+
+
+def partial_results(exc: BaseException) -> list[TierResult]:
+    """Tiers completed before ``exc`` interrupted ``run_benchmark`` (empty when none)."""
+    return list(getattr(exc, "tier_results", []))
+
+
+def _collect(results: list[TierResult], on_tier: OnTier | None) -> OnTier:
+    def add(result: TierResult) -> None:
+        results.append(result)
+        if on_tier is not None:
+            on_tier(result)
+
+    return add
+
+
+def _run_virtual(
+    engine: VirtualEngine,
+    workload: WorkloadSpec,
+    slos: Sequence[SLO],
+    on_tier: OnTier,
+    base_dir: Path | None,
+) -> None:
+    warmup = build_warmup(workload, base_dir)
+    if warmup:
+        engine.run(warmup, min(len(warmup), workload.tiers[0]))
+    for i, concurrency in enumerate(workload.tiers):
+        requests = build_requests(workload, base_dir, round=i)
+        before = engine.server_counters()
+        records = engine.run(requests, concurrency, workload.request_rate, workload.burstiness)
+        server = prom.tier_counters(before, engine.server_counters())
+        on_tier(tier_result(records, concurrency, workload, slos, server))
+
+
+def tier_duration(records: Sequence[RequestRecord]) -> float:
+    """Last completion minus first send; a failed request ends at its last chunk or send."""
+    if not records:
+        return 0.0
+    start = min(r.send_time for r in records)
+    end = max(r.chunk_times[-1] if r.chunk_times else r.send_time for r in records)
+    return max(0.0, end - start)
+
+
+def tier_result(
+    records: Sequence[RequestRecord],
+    concurrency: int,
+    workload: WorkloadSpec,
+    slos: Sequence[SLO],
+    server: dict[str, float],
+    client: dict[str, float] | None = None,
+    client_saturated: bool = False,
+    duration_s: float | None = None,
+) -> TierResult:
+    """One tier's result from its records, by the one metrics function."""
+    mine = [s for s in slos if s.applies_to(concurrency)]
+    duration = tier_duration(records) if duration_s is None else duration_s
+    metrics = compute_metrics(records, duration, mine)
+    return TierResult(
+        concurrency=concurrency,
+        metrics=metrics,
+        failures=count_failures(records),
+        server=server,
+        client_saturated=client_saturated,
+        client=client or {},
+        slo_violations=slo_violations(metrics, mine, concurrency),
+        request_rate=workload.request_rate,
+        burstiness=workload.burstiness,
+    )

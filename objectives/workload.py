@@ -1,0 +1,183 @@
+"""The ``workload:`` section of a space file: what every trial sends, tier by tier.
+
+A workload is a dataset (how prompts and output lengths are made), a number of measured
+requests per concurrency tier, warm-up requests that are not measured, the tiers themselves,
+and an optional open-loop request rate. Everything is derived from ``seed``, so every trial
+sends the same requests in the same order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class RandomDataset(_Strict):
+    """Synthetic prompts of exact token lengths, as ``vllm bench serve --dataset-name random``."""
+
+    kind: Literal["random"] = Field(description="Dataset kind selector.")
+    input_len: int = Field(gt=0, description="Prompt length in tokens (before range_ratio).")
+    output_len: int = Field(gt=0, description="Output length in tokens (before range_ratio).")
+    range_ratio: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Lengths are drawn uniformly from [len*(1-r), len*(1+r)]; 0 = exact.",
+    )
+    prefix_len: int = Field(
+        0, ge=0, description="Tokens of one prefix shared by every prompt (prefix-cache reuse)."
+    )
+    vocab_size: int = Field(
+        32000,
+        gt=200,
+        description="Token ids for /v1/completions are drawn from [100, vocab_size) (no specials).",
+    )
+
+
+class ShareGPTDataset(_Strict):
+    """Real conversations: the first human turn is the prompt, the reply sets the output length.
+
+    Accepts a JSON list or JSONL; turns as ``{"from", "value"}`` or ``{"role", "content"}``.
+    A turn's optional ``token_count`` (as coding benchmark sets that embed conversation history
+    carry) is used as its length; otherwise the length is estimated from characters.
+    """
+
+    kind: Literal["sharegpt"] = Field(description="Dataset kind selector.")
+    path: Path = Field(description="JSON or JSONL file, relative to the space file's folder.")
+    max_output_len: int | None = Field(
+        None, gt=0, description="Cap on the output length taken from the reference reply."
+    )
+    output_len: int | None = Field(
+        None, gt=0, description="Fixed output length for every request (overrides the reply)."
+    )
+    min_len: int = Field(
+        4, ge=1, description="Conversations whose prompt or reply is shorter are skipped."
+    )
+    max_prompt_len: int | None = Field(
+        None, gt=0, description="Conversations with a longer prompt (tokens) are skipped."
+    )
+    chars_per_token: float = Field(
+        4.0, gt=0, description="Estimate of characters per token when no token_count is given."
+    )
+
+    @model_validator(mode="after")
+    def _caps_agree(self) -> ShareGPTDataset:
+        if self.output_len and self.max_output_len and self.output_len > self.max_output_len:
+            raise ValueError(
+                f"dataset.output_len ({self.output_len}) exceeds dataset.max_output_len "
+                f"({self.max_output_len})"
+            )
+        return self
+
+
+class PrefixRepetitionDataset(_Strict):
+    """``num_prefixes`` long prompts, each sent ``repeats`` times (prefix-cache reuse)."""
+
+    kind: Literal["prefix_repetition"] = Field(description="Dataset kind selector.")
+    num_prefixes: int = Field(gt=0, description="Distinct shared prefixes (distinct prompts).")
+    prefix_len: int = Field(gt=0, description="Tokens of each shared prefix.")
+    suffix_len: int = Field(
+        0, ge=0, description="Tokens of a per-request random suffix after the shared prefix."
+    )
+    repeats: int = Field(gt=0, description="How many times each prefix is sent.")
+    output_len: int = Field(gt=0, description="Output length in tokens of every request.")
+    shuffle: bool = Field(True, description="Interleave repeats in a seeded order.")
+    vocab_size: int = Field(32000, gt=200, description="Token id range, as for random.")
+
+
+class LongPromptDataset(_Strict):
+    """Long single prompts (e.g. one 150K-token sequence), each with a distinct content."""
+
+    kind: Literal["long_prompt"] = Field(description="Dataset kind selector.")
+    input_len: int = Field(gt=0, description="Prompt length in tokens.")
+    output_len: int = Field(gt=0, description="Output length in tokens.")
+    vocab_size: int = Field(32000, gt=200, description="Token id range, as for random.")
+
+
+DatasetSpec = Annotated[
+    RandomDataset | ShareGPTDataset | PrefixRepetitionDataset | LongPromptDataset,
+    Field(discriminator="kind"),
+]
+
+
+class WorkloadSpec(_Strict):
+    """What a trial sends against one running engine, tier after tier."""
+
+    dataset: DatasetSpec = Field(description="How prompts and output lengths are made.")
+    num_prompts: int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Measured requests per tier. Defaults: num_prefixes*repeats for prefix_repetition, "
+            "1 for long_prompt; required otherwise."
+        ),
+    )
+    warmup: int = Field(1, ge=0, description="Requests sent before each run, not measured.")
+    tiers: list[int] = Field(
+        description="Concurrency tiers: N requests in flight (closed loop), run in order."
+    )
+    request_rate: float | None = Field(
+        None,
+        gt=0,
+        description="Open loop: mean requests/s (arrivals capped by the tier's concurrency).",
+    )
+    burstiness: float = Field(
+        1.0,
+        gt=0,
+        description="Gamma shape of inter-arrival times (1 = Poisson), as vllm bench serve.",
+    )
+    seed: int = Field(0, ge=0, description="Seed of every random choice (same requests).")
+    endpoint: Literal["completions", "chat"] = Field(
+        "completions", description="/v1/completions (token-id prompts) or /v1/chat/completions."
+    )
+    request_timeout_s: float = Field(
+        600.0, gt=0, description="Per-request limit; a request over it fails as 'timeout'."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadSpec:
+        self._check_tiers()
+        self._resolve_num_prompts()
+        if self.burstiness != 1.0 and self.request_rate is None:
+            raise ValueError(
+                f"workload.burstiness ({self.burstiness}) needs workload.request_rate: "
+                "burstiness shapes open-loop arrivals only"
+            )
+        return self
+
+    def _check_tiers(self) -> None:
+        if not self.tiers:
+            raise ValueError("workload.tiers must list at least one concurrency")
+        bad = [t for t in self.tiers if t <= 0]
+        if bad:
+            raise ValueError(f"workload.tiers must be positive; got {bad}")
+        dup = sorted({t for t in self.tiers if self.tiers.count(t) > 1})
+        if dup:
+            raise ValueError(f"workload.tiers must be unique; repeated: {dup}")
+
+    def _resolve_num_prompts(self) -> None:
+        ds = self.dataset
+        if isinstance(ds, PrefixRepetitionDataset):
+            total = ds.num_prefixes * ds.repeats
+            if self.num_prompts not in (None, total):
+                raise ValueError(
+                    f"workload.num_prompts ({self.num_prompts}) must equal "
+                    f"dataset.num_prefixes * dataset.repeats ({total}) or be left out"
+                )
+            self.num_prompts = total
+        elif isinstance(ds, LongPromptDataset) and self.num_prompts is None:
+            self.num_prompts = 1
+        elif self.num_prompts is None:
+            raise ValueError(f"workload.num_prompts is required for dataset kind {ds.kind!r}")
+
+    @property
+    def requests_per_tier(self) -> int:
+        """``num_prompts`` once resolved (always set after validation)."""
+        assert self.num_prompts is not None
+        return self.num_prompts
