@@ -1,3 +1,5 @@
 """Imports every command module so that each registers itself on ``app``."""
 
 from __future__ import annotations
+
+from tuner.cli import run, show  # noqa: F401

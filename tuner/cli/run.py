@@ -1,0 +1,41 @@
+"""``tune run``: flags -> RunOptions -> run_study -> exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tuner.cli import app
+from tuner.durations import parse_duration
+from tuner.study import RunOptions, run_study
+
+
+@app.command()
+def run(
+    space: Path = typer.Option(..., "--space", help="Search-space YAML file."),
+    objective: str = typer.Option(None, "--objective", help="Objective, e.g. p99_tpot."),
+    trials: int = typer.Option(None, "--trials", help="Finished trials the study should hold."),
+    timeout: str = typer.Option(None, "--timeout", help="Stop starting trials after e.g. 8h."),
+    launcher: str = typer.Option(None, "--launcher", help="'sim' runs the simulated engine."),
+    study: str = typer.Option(None, "--study", help="Study name (default: from the space)."),
+    storage: str = typer.Option(None, "--storage", help="Optuna storage URL."),
+    results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Results folder."),
+) -> None:
+    """Run or resume a tuning study; prints the recommended config per concurrency tier."""
+    opts = RunOptions(
+        space_path=space,
+        objective=objective,
+        trials=trials,
+        timeout_s=parse_duration(timeout) if timeout else None,
+        launcher=launcher,
+        study=study,
+        storage=storage,
+        results_dir=results_dir,
+    )
+    summary = run_study(opts, report=lambda line: typer.echo(line))
+    typer.echo("")
+    typer.echo(f"recommended config per concurrency tier (study {summary.name!r}):")
+    typer.echo(summary.table)
+    if summary.interrupted:
+        raise typer.Exit(130)

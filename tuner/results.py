@@ -1,0 +1,87 @@
+"""The results folder of a study, and crash-safe writes into it.
+
+Layout: ``results/<study>/`` holds ``study.db`` (the default Optuna storage), ``trials/NNNN/``
+(one folder per trial: resolved command and env, engine log, per-tier benchmark JSON),
+``trials.csv`` and the recommendation files. Every file is written to a temporary name and
+renamed, so a crash mid-write never leaves a truncated result behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.engine import EngineConfig
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same folder and an atomic rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@dataclass(frozen=True)
+class StudyPaths:
+    """Where one study's files live."""
+
+    root: Path
+
+    @classmethod
+    def for_study(cls, results_dir: Path, study: str) -> StudyPaths:
+        return cls(results_dir / study)
+
+    @property
+    def storage_file(self) -> Path:
+        return self.root / "study.db"
+
+    @property
+    def default_storage_url(self) -> str:
+        return f"sqlite:///{self.storage_file}"
+
+    @property
+    def trials_csv(self) -> Path:
+        return self.root / "trials.csv"
+
+    @property
+    def recommendations_json(self) -> Path:
+        return self.root / "recommendations.json"
+
+    @property
+    def recommendations_txt(self) -> Path:
+        return self.root / "recommendations.txt"
+
+    def trial_dir(self, number: int) -> Path:
+        return self.root / "trials" / f"{number:04d}"
+
+
+def write_trial_config(trial_dir: Path, config: EngineConfig) -> None:
+    """The resolved launch of a trial, secrets redacted: what to paste to reproduce it."""
+    write_json(
+        trial_dir / "engine.json",
+        {
+            "argv": config.argv,
+            "env": config.public_env(),
+            "params": dict(config.params),
+            "devices": list(config.devices),
+            "engine": config.engine,
+            "engine_version": config.engine_version,
+        },
+    )
+    write_atomic(trial_dir / "command.sh", "#!/bin/sh\n" + config.shell_command() + "\n")

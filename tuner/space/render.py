@@ -1,0 +1,134 @@
+"""Rendering a trial's parameter values into the ``EngineConfig`` a launcher starts.
+
+Order matters to engines that let later flags win, so the output is deterministic: command,
+base flags (a tuned flag replaces a base flag of the same name in place), tuned flags in space
+order, JSON flags, then ``--host``/``--port``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tuner.engine import EngineConfig
+from tuner.space.knobs import knob_form
+from tuner.space.params import Parameter, Scalar
+from tuner.space.schema import ArgValue, Space
+
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.IGNORECASE)
+
+
+def render_engine_config(
+    space: Space,
+    values: Mapping[str, Scalar],
+    *,
+    port: int | None = None,
+    devices: tuple[str, ...] = (),
+    labels: Mapping[str, str] | None = None,
+) -> EngineConfig:
+    """The launch for ``values`` (one per parameter; missing ones take their defaults)."""
+    full = {**space.defaults(), **values}
+    flags, env = _base(space)
+    json_flags: dict[str, dict[str, Any]] = {}
+    off_json: set[str] = set()
+    for name, p in space.parameters.items():
+        _render_param(space, p, full[name], flags, env, json_flags, off_json)
+    for flag, obj in json_flags.items():
+        if flag not in off_json:
+            flags[flag] = [flag, json.dumps(obj)]
+        else:
+            flags.pop(flag, None)
+    port = port or space.engine.port
+    flags["--host"] = ["--host", space.engine.host]
+    flags["--port"] = ["--port", str(port)]
+    secret = {k for k in env if _SECRET_NAME.search(k)} | set(space.engine.pass_env)
+    env.update({k: os.environ[k] for k in space.engine.pass_env if k in os.environ})
+    return EngineConfig(
+        command=tuple(space.engine.argv_prefix()),
+        args=tuple(word for words in flags.values() for word in words),
+        env=env,
+        model=space.engine.request_model,
+        port=port,
+        host=space.engine.host,
+        devices=devices,
+        secret_env=frozenset(secret),
+        labels=dict(labels or {}),
+        engine=space.engine.name,
+        engine_version=space.engine.version,
+        params=dict(full),
+    )
+
+
+def _base(space: Space) -> tuple[dict[str, list[str]], dict[str, str]]:
+    flags: dict[str, list[str]] = {}
+    for key, value in space.base.args.items():
+        flag = key if key.startswith("-") else f"--{key}"
+        flags[_key(flag)] = _flag_words(flag, value)
+    env = {k: _text(v) for k, v in space.base.env.items()}
+    return flags, env
+
+
+def _render_param(
+    space: Space,
+    p: Parameter,
+    value: Scalar,
+    flags: dict[str, list[str]],
+    env: dict[str, str],
+    json_flags: dict[str, dict[str, Any]],
+    off_json: set[str],
+) -> None:
+    if p.json_key is not None:
+        flag = p.json_key.flag
+        if flag not in json_flags:
+            json_flags[flag] = dict(_base_json(space, flag))
+        json_flags[flag][p.json_key.key] = value
+        if p.is_off(value):
+            off_json.add(flag)
+        return
+    if p.is_off(value):
+        return
+    if p.flag is not None:
+        words = p.render.get(_text(value)) if p.render else None
+        flags[_key(p.flag)] = list(words) if words is not None else [p.flag, _text(value)]
+    elif p.env is not None:
+        env[p.env] = _text(value)
+    elif p.knob is not None:
+        form = knob_form(space.engine.name, p.knob, space.engine.parsed_version)
+        out = form.render(value)
+        for i in range(0, len(out.args), 2):
+            flags[_key(out.args[i])] = list(out.args[i : i + 2])
+        env.update(dict(out.env))
+
+
+def _base_json(space: Space, flag: str) -> Mapping[str, Any]:
+    value = space.base.args.get(flag.lstrip("-"), space.base.args.get(flag))
+    return value if isinstance(value, dict) else {}
+
+
+def _flag_words(flag: str, value: ArgValue) -> list[str]:
+    if value is True or value is None:
+        return [flag]
+    if value is False:
+        return [f"--no-{flag.lstrip('-')}"]
+    if isinstance(value, dict):
+        return [flag, json.dumps(value)]
+    if isinstance(value, list):
+        return [flag, *(_text(v) for v in value)]
+    return [flag, _text(value)]
+
+
+def _key(flag: str) -> str:
+    # --no-x and --x are the same setting: the later one must replace the earlier.
+    bare = flag.lstrip("-")
+    return "--" + bare.removeprefix("no-")
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
