@@ -1,0 +1,166 @@
+"""The objective function of a study and its per-trial bookkeeping.
+
+A trial samples a config, is refused for free when it breaks a rule, reuses the measurement of
+an identical launch, or runs the engine through ``TrialRunner``; its outcome is stored as
+constraint values and user attrs that ``tune show`` and the exporters read back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.context import StudyContext
+from tuner.errors import InfraError
+from tuner.recommend import TierRecommendation, format_recommendations, recommend, trials_table
+from tuner.results import write_atomic, write_json
+from tuner.sampling import jsonable, rules_violation, suggest, violated_rules
+from tuner.space import render_engine_config
+from tuner.trial import CONSTRAINT_KEYS, TrialOutcome, TrialRunner, infeasible
+
+Report = Callable[[str], None]
+MAX_CONSECUTIVE_INFRA_FAILURES = 3
+
+
+class TrialLoop:
+    """One run's objective function and bookkeeping around the Optuna study."""
+
+    def __init__(self, ctx: StudyContext, study: optuna.Study, report: Report) -> None:
+        self.ctx, self.study, self.report = ctx, study, report
+        self.runner = TrialRunner(
+            ctx.space, ctx.objective, ctx.space.study.ready_timeout_s, ctx.space_path.parent
+        )
+        self.infra_streak = 0
+
+    def __call__(self, trial: optuna.Trial) -> list[float]:
+        values = suggest(trial, self.ctx.space)
+        try:
+            outcome = self._evaluate(trial, values)
+        except KeyboardInterrupt:
+            trial.set_user_attr("interrupted", True)
+            trial.set_user_attr("failure", "interrupted (Ctrl-C or SIGTERM)")
+            raise
+        except InfraError as err:
+            trial.set_user_attr("failure", f"infrastructure: {err}")
+            trial.set_user_attr("failure_kind", "infra")
+            raise
+        self._store(trial, outcome)
+        return outcome.values
+
+    def _evaluate(self, trial: optuna.Trial, values: dict[str, Any]) -> TrialOutcome:
+        n_tiers = len(self.runner.tiers)
+        broken = violated_rules(self.ctx.space, values)
+        if broken:
+            out = infeasible(
+                self.ctx.objective, n_tiers, "rules", f"breaks rule {broken[0]!r}", "rules"
+            )
+            out.constraints["rules"] = rules_violation(self.ctx.space, values)
+            return out
+        config = render_engine_config(
+            self.ctx.space, values, labels={"study": self.ctx.name, "trial": str(trial.number)}
+        )
+        trial.set_user_attr("fingerprint", config.fingerprint())
+        trial.set_user_attr("engine_command", config.shell_command())
+        if (twin := self._measured_twin(trial, config.fingerprint())) is not None:
+            return self._copy(trial, twin)
+        tiers: dict[str, Any] = {}
+
+        def on_tier(tier: Any) -> None:
+            tiers[str(tier.concurrency)] = tier.metrics
+            trial.set_user_attr("tiers", jsonable(tiers))  # partial tiers survive a Ctrl-C
+
+        return self.runner.run(config, self.ctx.paths.trial_dir(trial.number), on_tier)
+
+    def _measured_twin(self, trial: optuna.Trial, fingerprint: str) -> FrozenTrial | None:
+        # Distinct parameter values can render to the same launch (an 'off' value makes other
+        # parameters irrelevant): such a launch is measured once, not paid for again.
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            same = t.number != trial.number and t.user_attrs.get("fingerprint") == fingerprint
+            if same and t.user_attrs.get("failure_kind") != "rules":
+                return t
+        return None
+
+    def _copy(self, trial: optuna.Trial, twin: FrozenTrial) -> TrialOutcome:
+        trial.set_user_attr("duplicate_of", twin.number)
+        out = TrialOutcome(values=list(twin.values), tiers=dict(twin.user_attrs.get("tiers", {})))
+        out.constraints = {k: float(twin.constraints.get(k, 0.0)) for k in CONSTRAINT_KEYS}
+        out.failure = twin.user_attrs.get("failure")
+        out.failure_kind = twin.user_attrs.get("failure_kind")
+        return out
+
+    def _store(self, trial: optuna.Trial, outcome: TrialOutcome) -> None:
+        for key, value in outcome.constraints.items():
+            trial.set_constraint(key, value)
+        trial.set_user_attr("tiers", jsonable(outcome.tiers))
+        trial.set_user_attr("feasible", outcome.feasible)
+        trial.set_user_attr("failure", outcome.failure)
+        trial.set_user_attr("failure_kind", outcome.failure_kind)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Progress line, table refresh, re-queue of infra failures, and the stop condition."""
+        self.report(progress_line(trial, self.ctx, study))
+        if trial.state == TrialState.FAIL and not trial.user_attrs.get("interrupted"):
+            self._requeue(study, trial)
+        elif trial.state == TrialState.COMPLETE:
+            self.infra_streak = 0
+        write_tables(self.ctx, study)
+        if finished_count(study) >= self.ctx.trials:
+            study.stop()
+        if self.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
+            self.report(f"stopping: {self.infra_streak} infrastructure failures in a row")
+            study.stop()
+
+    def _requeue(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        # The config was not at fault: measure it again rather than lose it.
+        self.infra_streak += 1
+        if trial.params:
+            study.enqueue_trial(trial.params, user_attrs=requeue_attrs(trial))
+
+
+def requeue_attrs(trial: FrozenTrial) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"requeued_from": trial.number}
+    if trial.user_attrs.get("baseline"):
+        attrs["baseline"] = True
+    return attrs
+
+
+def finished_count(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
+def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) -> str:
+    done = finished_count(study)
+    head = f"trial {trial.number:>3} [{done}/{ctx.trials}]"
+    if trial.user_attrs.get("baseline"):
+        head += " baseline"
+    if trial.state != TrialState.COMPLETE:
+        reason = trial.user_attrs.get("failure") or "infrastructure fault"
+        return f"{head} {trial.state.name}: {reason}"
+    if not trial.user_attrs.get("feasible"):
+        return f"{head} infeasible: {trial.user_attrs.get('failure')}"
+    tiers = trial.user_attrs.get("tiers", {})
+    key = ctx.objective.key
+    cells = "  ".join(
+        f"c{c}={tiers.get(str(c), {}).get(key, float('nan')):.1f}" for c in ctx.space.workload.tiers
+    )
+    return f"{head} {ctx.objective.name}({ctx.objective.unit}): {cells}"
+
+
+def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendation]:
+    """Refresh trials.csv and the recommendation files from the storage."""
+    tiers = list(ctx.space.workload.tiers)
+    trials_table(study, tiers).to_csv(ctx.paths.trials_csv, index=False)
+    recs = recommend(study.get_trials(deepcopy=False), ctx.objective, tiers)
+    write_json(
+        ctx.paths.recommendations_json,
+        {
+            "study": ctx.name,
+            "objective": ctx.objective.name,
+            "tiers": [r.to_json() for r in recs],
+        },
+    )
+    write_atomic(ctx.paths.recommendations_txt, format_recommendations(recs, ctx.objective) + "\n")
+    return recs
