@@ -1,0 +1,114 @@
+"""The ``sim`` launcher: a simulated vLLM engine inside the tuner's process.
+
+``start()`` builds a ``SimEngine`` from the config's ``vllm serve`` flags and env (``--port`` /
+``--host`` are irrelevant in virtual time) and writes vLLM-like start-up lines to
+``trial_dir/engine.log``; refusals vLLM makes at start-up raise ``LaunchError`` with the
+refusal's kind and log line. ``wait_ready()`` returns an ``Endpoint`` whose ``virtual`` engine
+runs workloads in virtual time. Each launch draws its noise from ``seed`` and the trial label,
+so re-measuring one config on a fresh engine gives a different but reproducible draw.
+
+``python -m launchers.sim`` serves the same engine over HTTP (see ``launchers.simengine.server``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+from typing import IO
+
+from pydantic import Field
+
+from launchers import register
+from launchers._base import Endpoint, Launcher, LauncherSettings
+from launchers.simengine import EngineRefused, SimEngine, load_profile
+from launchers.simengine.config import resolve
+from tuner.engine import EngineConfig
+from tuner.errors import FailureKind, LaunchError
+
+
+class SimSettings(LauncherSettings):
+    """``target:`` settings of a space whose engine is simulated."""
+
+    profile: str = Field("h200x4", description="Hardware profile: h200x4 or 910c")
+    seed: int = Field(0, description="Base seed of run-to-run noise (mixed with the trial label)")
+    startup_s: float = Field(
+        0.0, ge=0, description="Start-up seconds reported in engine.log (virtual; nothing waits)"
+    )
+
+
+def launch_seed(seed: int, trial: str) -> int:
+    """A stable per-launch seed from the space's seed and the trial label."""
+    digest = hashlib.sha256(f"{seed}:{trial}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+@register
+class SimLauncher(Launcher):
+    """Runs a ``SimEngine``; see the module docstring."""
+
+    kind = "sim"
+    settings_model = SimSettings
+
+    def __init__(self, settings: LauncherSettings) -> None:
+        super().__init__(settings)
+        self._engine: SimEngine | None = None
+        self._error: LaunchError | None = None
+        self._model = ""
+        self._log: IO[str] | None = None
+        self._lines: list[str] = []
+
+    @property
+    def _settings(self) -> SimSettings:
+        assert isinstance(self.settings, SimSettings)
+        return self.settings
+
+    def start(self, config: EngineConfig, trial_dir: Path) -> None:
+        self.stop()
+        s = self._settings
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        self._log = (trial_dir / "engine.log").open("w", encoding="utf-8")
+        self._lines = []
+        self._model = config.model
+        seed = launch_seed(s.seed, config.labels.get("trial", "0"))
+        self._write(f"launch: {config.shell_command()} (sim profile {s.profile}, seed {seed})")
+        try:
+            profile = load_profile(s.profile)
+            cfg = resolve(config.args, config.env, profile)
+            self._engine = SimEngine(profile, cfg, seed, log=self._write)
+        except EngineRefused as err:
+            self._write(f"ERROR {err}")
+            self._error = LaunchError(str(err), err.kind, "\n".join(self._lines[-20:]))
+            raise self._error from err
+        except ValueError as err:  # an unknown profile name
+            raise LaunchError(str(err), FailureKind.INFRA) from err
+        self._write(f"Application startup complete. (start-up {s.startup_s:.1f} s)")
+
+    def wait_ready(self, timeout_s: float) -> Endpoint:
+        if self._error is not None:
+            raise self._error
+        if self._engine is None:
+            raise LaunchError("sim engine was not started", FailureKind.INFRA)
+        return Endpoint(model=self._model, virtual=self._engine)
+
+    def logs(self) -> str:
+        return "\n".join(self._lines)
+
+    def stop(self) -> None:
+        self._engine = None
+        self._error = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _write(self, line: str) -> None:
+        self._lines.append(line)
+        if self._log is not None and not self._log.closed:
+            self._log.write(line + "\n")
+            self._log.flush()
+
+
+if __name__ == "__main__":
+    from launchers.simengine.server import main
+
+    sys.exit(main(sys.argv[1:]))

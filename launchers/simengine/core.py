@@ -1,0 +1,226 @@
+"""The engine core: scheduler + KV pool + step-time model on one clock.
+
+``step()`` runs one scheduler step and advances the clock by the step's modelled time;
+``decode_stretch()`` runs a run of decode-only steps at once when nothing can change the batch
+before its end (no admission possible, no prefill pending): the same steps, token by token,
+with their times computed as one numpy array. Both the virtual-time runner and the paced HTTP
+server drive this class.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from launchers.simengine.kvcache import BlockPool
+from launchers.simengine.model import StepModel, StepWork
+from launchers.simengine.scheduler import Scheduler, SchedulerConfig, SimRequest
+
+MAX_STRETCH = 2048  # steps per bulk stretch (bounds the arrays)
+LOG_INTERVAL_S = 10.0  # vLLM's periodic stats line
+
+
+class EngineDead(Exception):
+    """The engine crashed under load; the message is the line it printed."""
+
+
+class EngineCore:
+    """One running engine: queues, blocks, clock, counters, stats log."""
+
+    def __init__(
+        self,
+        model: StepModel,
+        sched_cfg: SchedulerConfig,
+        num_blocks: int,
+        block_size: int,
+        rng: np.random.Generator,
+        log: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self.model = model
+        self.pool = BlockPool(num_blocks, block_size)
+        self.sched = Scheduler(sched_cfg, pool=self.pool)
+        self.rng = rng
+        self.log = log
+        self.clock = 0.0
+        self.k = sched_cfg.spec_tokens
+        self.alpha = model.acceptance()
+        self.jitter = model.p.overheads.step_jitter
+        moe = model.moe
+        self.fail_tokens, self.fail_log = moe.fails_above_tokens, moe.fail_log
+        self.on_finish: Callable[[SimRequest], None] = lambda req: None
+        self.counters = {"spec_drafts": 0.0, "spec_draft_tokens": 0.0, "spec_accepted": 0.0}
+        self.counters.update(prompt_tokens=0.0, generation_tokens=0.0, finished=0.0)
+        self._next_log = LOG_INTERVAL_S
+        self._rid = 0
+        self._interval = [0.0, 0.0]  # prompt tokens, generated tokens since the last line
+
+    def new_rid(self) -> int:
+        """A request id unique for this engine's lifetime (block references are keyed by it)."""
+        self._rid += 1
+        return self._rid
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.sched.running or self.sched.waiting)
+
+    def add(self, req: SimRequest) -> None:
+        self.sched.add(req)
+
+    # ---- one step ---------------------------------------------------------------------
+    def step(self) -> float:
+        """Runs one step; returns its duration (0.0 when nothing could be scheduled)."""
+        plan = self.sched.schedule()
+        if not plan.items:
+            return 0.0
+        work = self._work(plan.items)
+        if self.fail_tokens and work.pf_tokens + work.n_dec * (1 + self.k) > self.fail_tokens:
+            raise EngineDead(self.fail_log)
+        dt = self.model.step_s(work) * self._noise(1)[0]
+        self.clock += dt
+        self._interval[0] += work.pf_tokens
+        for req, n in plan.items:
+            self._apply(req, n)
+        self._maybe_log()
+        return dt
+
+    def _work(self, items: list[tuple[SimRequest, int]]) -> StepWork:
+        n_dec = n_pf = pf_tokens = 0
+        ctx_dec = pairs = pf_ctx = 0.0
+        for req, n in items:
+            if req.prefilling:
+                n_pf += 1
+                pf_tokens += n
+                pairs += n * req.computed + n * (n + 1) / 2
+                pf_ctx += req.computed + n
+            else:
+                n_dec += 1
+                ctx_dec += req.computed + 1
+        return StepWork(n_dec, ctx_dec, n_pf, pf_tokens, pairs, pf_ctx)
+
+    def _apply(self, req: SimRequest, n: int) -> None:
+        if req.prefilling:
+            req.computed += n
+            self.sched.register(req)
+            if req.computed >= req.num_tokens:
+                self._emit(req, 1, self.clock)
+            return
+        accepted = self._accepted(1)[0] if self.k else 0
+        req.computed += 1 + accepted
+        self.sched.register(req)
+        self._emit(req, 1 + accepted, self.clock)
+
+    def _emit(self, req: SimRequest, tokens: int, t: float) -> None:
+        tokens = min(tokens, req.output_len - req.produced)
+        req.produced += tokens
+        req.chunk_times.append(t)
+        req.chunk_tokens.append(tokens)
+        self._interval[1] += tokens
+        if req.done:
+            self._finish(req)
+
+    def _finish(self, req: SimRequest) -> None:
+        self.sched.finish(req)
+        self.counters["finished"] += 1
+        self.counters["prompt_tokens"] += req.prompt_len
+        self.counters["generation_tokens"] += req.produced
+        self.on_finish(req)
+
+    def _noise(self, n: int) -> np.ndarray:
+        if not self.jitter:
+            return np.ones(n)
+        return self.rng.lognormal(0.0, self.jitter, n)
+
+    def _accepted(self, n: int) -> np.ndarray:
+        """Accepted draft tokens per verification: leading successes of k Bernoulli draws."""
+        if not self.k:
+            return np.zeros(n, dtype=np.int64)
+        ok = self.rng.random((n, self.k)) < self.alpha
+        acc = np.cumprod(ok, axis=1).sum(axis=1)
+        self.counters["spec_drafts"] += n
+        self.counters["spec_draft_tokens"] += n * self.k
+        self.counters["spec_accepted"] += float(acc.sum())
+        return acc
+
+    # ---- bulk decode --------------------------------------------------------------------
+    def decode_stretch(self, until: float = math.inf) -> bool:
+        """Runs decode-only steps up to the first finish (or the first step ending after
+        ``until``, or the step before KV blocks run out); False when not applicable."""
+        running = self.sched.running
+        if not running or not self.sched.blocked() or any(r.prefilling for r in running):
+            return False
+        rem = np.array([r.output_len - r.produced for r in running])
+        m = int(min(rem.min(), MAX_STRETCH))
+        tok = 1 + self._accepted(m * len(running)).reshape(m, len(running))
+        cum = np.cumsum(tok, axis=0)  # tokens after each step, per request
+        first_done = np.argmax(cum >= rem, axis=0)
+        m = int(min(m, (first_done + 1)[(cum >= rem).any(axis=0)].min(initial=m)))
+        m = self._kv_limit(running, cum, m)
+        if m < 1:
+            return False
+        before = np.vstack([np.zeros(len(running), dtype=np.int64), cum[: m - 1]])
+        ctx0 = sum(r.computed + 1 for r in running)
+        dts = self.model.decode_s(len(running), ctx0 + before.sum(axis=1)) * self._noise(m)
+        times = self.clock + np.cumsum(dts)
+        if until < math.inf:
+            m = min(m, int(np.searchsorted(times, until)) + 1)
+        self._apply_stretch(running, cum[:m], times[:m])
+        return True
+
+    def _kv_limit(self, running: list[SimRequest], cum: np.ndarray, m: int) -> int:
+        bs = self.pool.block_size
+        comp = np.array([r.computed for r in running])
+        held = np.array([r.held for r in running])
+        before = np.vstack([np.zeros(len(running), dtype=np.int64), cum[: m - 1]])
+        need = np.ceil((comp + before[:m] + 1 + self.k) / bs) - held
+        total = np.maximum(need, 0).sum(axis=1)
+        over = np.nonzero(total > self.pool.free)[0]
+        return int(over[0]) if len(over) else m
+
+    def _apply_stretch(self, running: list[SimRequest], cum: np.ndarray, times: np.ndarray) -> None:
+        bs = self.pool.block_size
+        self.clock = float(times[-1])
+        start = self.clock
+        tok = np.diff(np.vstack([np.zeros(cum.shape[1], dtype=np.int64), cum]), axis=0)
+        for j, req in enumerate(list(running)):
+            steps = tok[:, j]
+            need = (
+                math.ceil((req.computed + int(cum[-2, j] if len(cum) > 1 else 0) + 1 + self.k) / bs)
+                - req.held
+            )
+            if need > 0:
+                self.pool.take(need)
+                req.extra += need
+            req.computed += int(cum[-1, j])
+            self.sched.register(req)
+            take = np.minimum(
+                steps,
+                np.maximum(
+                    req.output_len - req.produced - np.concatenate([[0], np.cumsum(steps)[:-1]]), 0
+                ),
+            )
+            req.chunk_times.extend(times.tolist())
+            req.chunk_tokens.extend(take.tolist())
+            req.produced += int(take.sum())
+            self._interval[1] += int(take.sum())
+            if req.done:
+                self._finish(req)
+        self._maybe_log(start)
+
+    # ---- stats line ---------------------------------------------------------------------
+    def _maybe_log(self, now: float | None = None) -> None:
+        if self.clock < self._next_log:
+            return
+        span = self.clock - (self._next_log - LOG_INTERVAL_S)
+        p, g = self._interval
+        s = self.sched
+        hit = s.counters["hits"] / s.counters["queries"] * 100 if s.counters["queries"] else 0.0
+        self.log(
+            f"Engine 000: Avg prompt throughput: {p / span:.1f} tokens/s, Avg generation "
+            f"throughput: {g / span:.1f} tokens/s, Running: {len(s.running)} reqs, Waiting: "
+            f"{len(s.waiting)} reqs, GPU KV cache usage: {self.pool.usage * 100:.1f}%, "
+            f"Prefix cache hit rate: {hit:.1f}%"
+        )
+        self._interval = [0.0, 0.0]
+        self._next_log = self.clock + LOG_INTERVAL_S

@@ -1,0 +1,265 @@
+"""``SimEngine``: one simulated vLLM launch, serving workloads in virtual time.
+
+``SimEngine.from_argv(argv, env, profile, seed)`` checks the launch as vLLM would (refusals
+raise ``EngineRefused`` with vLLM's log line and a ``FailureKind``) and builds the engine core.
+``run()`` serves a workload in virtual seconds: a closed loop keeps ``concurrency`` requests in
+flight (a new one is sent when one finishes); with ``request_rate`` arrivals are a gamma
+process (``burstiness`` 1 = Poisson) capped at ``concurrency`` in flight, as ``vllm bench
+serve`` sends them. Records carry one chunk time per streamed chunk.
+
+A known bug that kills the engine under load (a MoE kernel past its token limit, an
+out-of-memory spike with too little headroom) raises ``LaunchError(kind=CRASH or OOM)`` from
+``run()``, and the engine stays dead as vLLM's does: every later ``run()`` raises too.
+
+Noise: each launch draws a speed factor (``run_jitter``) and every step a lognormal jitter
+(``step_jitter``) from ``seed``, so reruns differ by a few percent, reproducibly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from launchers.simengine.config import SimConfig, resolve
+from launchers.simengine.core import EngineCore, EngineDead
+from launchers.simengine.memory import MemoryPlan, plan_memory
+from launchers.simengine.model import StepModel
+from launchers.simengine.profile import Profile, load_profile
+from launchers.simengine.scheduler import SchedulerConfig, SimRequest
+from objectives.records import BenchRequest, RequestRecord
+from tuner.errors import FailureKind, LaunchError
+
+OOM_UNDER_LOAD = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has less "
+    "than 2 GiB free: gpu_memory_utilization leaves too little for communication buffers"
+)
+
+
+class SimEngine:
+    """A simulated vLLM engine (see module docstring); implements ``VirtualEngine``."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        cfg: SimConfig,
+        seed: int = 0,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.profile = profile
+        self.cfg = cfg
+        self.seed = seed
+        self.lines: list[str] = []
+        self._log_sink = log
+        self.memory: MemoryPlan = plan_memory(cfg, profile)
+        self.rng = np.random.default_rng(seed)
+        speed = float(self.rng.lognormal(0.0, profile.overheads.run_jitter))
+        self.model = StepModel(profile, cfg.knobs, speed=speed)
+        self.core = self._new_core()
+        self.dead: str | None = None
+        self._startup_lines()
+
+    @classmethod
+    def from_argv(
+        cls, args: Sequence[str], env: Mapping[str, str], profile: str = "h200x4", seed: int = 0
+    ) -> SimEngine:
+        """Builds an engine from ``vllm serve`` flags and env; raises ``EngineRefused``."""
+        prof = load_profile(profile)
+        return cls(prof, resolve(args, env, prof), seed)
+
+    def log(self, line: str) -> None:
+        self.lines.append(line)
+        if self._log_sink is not None:
+            self._log_sink(line)
+
+    def _new_core(self) -> EngineCore:
+        c = self.cfg
+        sc = SchedulerConfig(
+            max_num_batched_tokens=c.max_num_batched_tokens,
+            max_num_seqs=c.max_num_seqs,
+            long_prefill_token_threshold=c.long_prefill_token_threshold,
+            spec_tokens=c.knobs.spec_tokens,
+            enable_prefix_caching=c.enable_prefix_caching,
+        )
+        return EngineCore(self.model, sc, self.memory.num_blocks, c.block_size, self.rng, self.log)
+
+    def _startup_lines(self) -> None:
+        c, o = self.cfg, self.profile.overheads
+        self.log(
+            f"vLLM API server version {self.profile.defaults.vllm_version} (simulated, "
+            f"profile {self.profile.name})"
+        )
+        self.log(
+            f"non-default args: model={c.model!r}, tensor_parallel_size={c.tp}, "
+            f"max_num_batched_tokens={c.max_num_batched_tokens}, "
+            f"max_num_seqs={c.max_num_seqs}, async_scheduling={c.knobs.async_scheduling}"
+        )
+        for note in c.notes:
+            self.log(note)
+        load = o.fast_load_s if c.fast_load else o.load_s
+        self.log(f"Loading weights took {load:.2f} seconds")
+        for line in self.memory.lines(c):
+            self.log(line)
+        self.log(f"init engine (profile, create kv cache, warmup model) took {o.compile_s:.2f} s")
+
+    @property
+    def startup_s(self) -> float:
+        """Seconds the real engine would take to become ready (load + compile)."""
+        o = self.profile.overheads
+        return (o.fast_load_s if self.cfg.fast_load else o.load_s) + o.compile_s
+
+    # ---- VirtualEngine -----------------------------------------------------------------
+    def run(
+        self,
+        requests: Sequence[BenchRequest],
+        concurrency: int,
+        request_rate: float | None = None,
+        burstiness: float = 1.0,
+    ) -> list[RequestRecord]:
+        """Serves ``requests``; records in virtual seconds (see module docstring)."""
+        if self.dead is not None:
+            raise LaunchError(f"engine is dead: {self.dead}", FailureKind.CRASH, self.dead)
+        core = self.core
+        core.clock = 0.0
+        core._next_log = 10.0
+        arrivals = self._arrivals(len(requests), request_rate, burstiness)
+        sims = [self._sim_request(i, r) for i, r in enumerate(requests)]
+        runner = _Runner(core, sims, arrivals, max(1, concurrency), self.cfg.max_model_len)
+        try:
+            runner.loop()
+        except EngineDead as dead:
+            self._die(str(dead))
+        return [self._record(s, sent) for s, sent in zip(sims, runner.sent, strict=True)]
+
+    def server_counters(self) -> dict[str, float]:
+        """Cumulative counters and current gauges, named as vLLM's ``/metrics`` names them."""
+        s, c = self.core.sched, self.core.counters
+        return {
+            "vllm:num_preemptions": s.counters["preemptions"],
+            "vllm:prefix_cache_queries": s.counters["queries"],
+            "vllm:prefix_cache_hits": s.counters["hits"],
+            "vllm:kv_cache_usage_perc": self.core.pool.usage,
+            "vllm:num_requests_running": float(len(s.running)),
+            "vllm:num_requests_waiting": float(len(s.waiting)),
+            "vllm:prompt_tokens": c["prompt_tokens"],
+            "vllm:generation_tokens": c["generation_tokens"],
+            "vllm:request_success": c["finished"],
+            "vllm:spec_decode_num_drafts": c["spec_drafts"],
+            "vllm:spec_decode_num_draft_tokens": c["spec_draft_tokens"],
+            "vllm:spec_decode_num_accepted_tokens": c["spec_accepted"],
+        }
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _arrivals(self, n: int, rate: float | None, burstiness: float) -> list[float] | None:
+        if rate is None or math.isinf(rate):
+            return None
+        shape = burstiness
+        gaps = self.rng.gamma(shape, 1.0 / (rate * shape), n)
+        return np.concatenate([[0.0], np.cumsum(gaps)[:-1]]).tolist()
+
+    def _sim_request(self, i: int, r: BenchRequest) -> SimRequest:
+        key = ("prefix", r.prefix_key) if r.prefix_key is not None else None
+        return SimRequest(
+            self.core.new_rid(), r.prompt_len, max(1, r.output_len), key, r.prefix_len if key else 0
+        )
+
+    def _record(self, s: SimRequest, sent: float | None) -> RequestRecord:
+        rec = RequestRecord(
+            prompt_len=s.prompt_len,
+            output_len=s.output_len,
+            send_time=sent if sent is not None else 0.0,
+        )
+        if sent is None:
+            rec.error = f"engine is dead: {self.dead}" if self.dead else "not sent"
+            return rec
+        if s.prompt_len + s.output_len > self.cfg.max_model_len:
+            rec.error = "http 400: prompt + max_tokens longer than max_model_len"
+            return rec
+        rec.chunk_times = list(s.chunk_times)
+        rec.output_tokens = s.produced
+        rec.prompt_tokens = s.prompt_len
+        rec.success = s.done
+        if not s.done:
+            rec.error = f"engine is dead: {self.dead}" if self.dead else "stream broken"
+        return rec
+
+    def _die(self, line: str) -> None:
+        self.dead = line
+        self.log(f"ERROR EngineCore encountered a fatal error. {line}")
+        self.log(
+            "ERROR AsyncLLM output_handler failed. EngineDeadError: EngineCore encountered "
+            "an issue. See stack trace (above) for the root cause."
+        )
+        kind = FailureKind.OOM if "OutOfMemory" in line else FailureKind.CRASH
+        raise LaunchError(f"engine died under load: {line}", kind, "\n".join(self.lines[-20:]))
+
+
+class _Runner:
+    """Feeds one workload into the core: closed loop, or timed arrivals capped in flight."""
+
+    def __init__(
+        self,
+        core: EngineCore,
+        sims: list[SimRequest],
+        arrivals: list[float] | None,
+        concurrency: int,
+        max_len: int,
+    ) -> None:
+        self.core = core
+        self.max_len = max_len
+        self.sims = sims
+        self.arrivals = arrivals
+        self.concurrency = concurrency
+        self.sent: list[float | None] = [None] * len(sims)
+        self.next = 0
+        self.in_flight = 0
+        self.backlog: list[tuple[float, int]] = []  # arrived, not yet sent (limit reached)
+        core.on_finish = self._finished
+
+    def _finished(self, req: SimRequest) -> None:
+        self.in_flight -= 1
+
+    def _send(self, i: int, t: float) -> None:
+        req = self.sims[i]
+        self.sent[i] = t
+        if req.prompt_len + req.output_len > self.max_len:
+            return  # refused by the API server (http 400), never reaches the engine
+        req.arrival = t
+        self.in_flight += 1
+        self.core.add(req)
+
+    def _feed(self) -> None:
+        now = self.core.clock
+        if self.arrivals is None:
+            while self.in_flight < self.concurrency and self.next < len(self.sims):
+                self._send(self.next, now)
+                self.next += 1
+            return
+        while self.next < len(self.sims) and self.arrivals[self.next] <= now:
+            heapq.heappush(self.backlog, (self.arrivals[self.next], self.next))
+            self.next += 1
+        while self.backlog and self.in_flight < self.concurrency:
+            _, i = heapq.heappop(self.backlog)
+            self._send(i, now)
+
+    def _next_arrival(self) -> float:
+        if self.arrivals is None or self.next >= len(self.sims):
+            return math.inf
+        return self.arrivals[self.next]
+
+    def loop(self) -> None:
+        core = self.core
+        while True:
+            self._feed()
+            if not core.busy:
+                nxt = self._next_arrival()
+                if math.isinf(nxt):
+                    return
+                core.clock = nxt
+                continue
+            if core.decode_stretch(self._next_arrival()):
+                continue
+            if core.step() == 0.0:
+                raise RuntimeError("scheduler made no progress")  # a bug, not a config fault

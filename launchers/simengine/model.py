@@ -1,0 +1,220 @@
+"""Step-time model: how long one engine step takes on the profile's hardware.
+
+A step runs every scheduled token through the model once. Its time is the sum of rooflines of
+the work it holds, per device (tensor parallel over ``devices``, experts split over the same
+devices under expert parallel), plus fixed costs:
+
+- dense GEMMs (attention projections, router, LM head): ``max(weight bytes / HBM bandwidth,
+  FLOPs / (8-bit peak x efficiency))``. Efficiency rises with the batch rows M as
+  ``eff x M / (M + dense_half_rows)`` (small M leaves tensor cores idle); DeepGEMM
+  (``VLLM_USE_DEEP_GEMM=1``) raises the ceiling for M >= 128 and falls back below.
+- MoE: each of the M rows goes to top_k of the experts; a device reads the weights of the
+  experts it owns that were hit at least once (``E_d x (1 - (1 - top_k/E)^M)``: this is why
+  decode cost grows with batch size) and does ``2 x M x top_k x 3 x hidden x ffn`` FLOPs.
+  Per-backend efficiency saturates with rows per expert (``half_rows``); DeepGEMM MoE needs
+  >= 128 rows per expert and falls back to the Triton kernel below that; each backend has a
+  fixed per-layer cost (routing, permutation, launches) and, for some, a token count above
+  which it crashes (a known bug the profile names).
+- attention: prefill does ``4 x heads x head_dim`` FLOPs per query-key pair (causal chunks
+  attend to everything before them) at the backend's fraction of 16-bit peak; decode reads
+  every sequence's KV cache (``kv bytes/token x context``) at the backend's fraction of HBM
+  bandwidth, which split-KV occupancy lowers when few sequences are decoding
+  (``decode_half_seqs``): the reason a single 150K-token decode is backend sensitive.
+- collectives: per layer one attention all-reduce and the MoE dispatch + combine, each a
+  latency plus a ring transfer of ``M x hidden x 2`` bytes; Ascend's HCCL AIV shortens the
+  latency, FlashComm1 the bytes, fused MC2 overlaps the MoE exchange with its GEMMs.
+- fixed costs: non-GEMM kernels per layer; graph replay of a decode-only step; the extra
+  launch cost of a step holding prefill (piecewise graphs); host op dispatch on Ascend (what
+  ``TASK_QUEUE_ENABLE`` pipelines); CPU scheduling, hidden behind the device step by async
+  scheduling (``max`` instead of sum).
+- speculative decoding: each decoding sequence carries 1 + k query rows (verification) and
+  drafting costs ``draft_ms_per_token x k`` on the device (eagle3, mtp) or the CPU (ngram,
+  suffix).
+
+Datasheet figures and model shapes come from the profile; efficiencies and fixed costs are the
+profile's calibrated values (see the profile's header and ``bench/sim_fidelity.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from launchers.simengine.profile import MoeBackend, Profile
+
+# DeepGEMM's grouped GEMM needs at least this many rows per expert (its M alignment).
+DEEP_GEMM_MIN_ROWS = 128
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The engine configuration the step-time model depends on (resolved from argv + env)."""
+
+    attention: str
+    moe: str
+    deep_gemm_dense: bool
+    async_scheduling: bool
+    spec_method: str | None = None
+    spec_tokens: int = 0
+    kv_bytes_per_token: int = 0
+    hccl_aiv: bool = False
+    fused_mc2: int = 0
+    flashcomm1: bool = False
+    task_queue: int = 0
+    devices: int = 0  # tensor-parallel ranks (0: all of the profile's devices)
+    expert_parallel: bool = True
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """What one step computes: decoding sequences and prefill chunks."""
+
+    n_dec: int = 0  # sequences decoding (each 1 + spec_tokens query rows)
+    ctx_dec: float = 0.0  # sum of their context lengths (KV tokens read)
+    n_pf: int = 0  # sequences with a prefill chunk
+    pf_tokens: int = 0  # prompt tokens computed this step
+    pf_pairs: float = 0.0  # causal query-key pairs of those chunks
+    pf_ctx: float = 0.0  # KV tokens the chunks read (earlier context + the chunk)
+
+
+class StepModel:
+    """Step time in seconds for a ``StepWork`` under a profile and a configuration."""
+
+    def __init__(self, profile: Profile, knobs: Knobs, speed: float = 1.0) -> None:
+        self.p = profile
+        self.k = knobs
+        self.speed = speed  # per-launch factor (run-to-run noise), 1.0 = nominal
+        m, hw = profile.model, profile.hardware
+        self.devices = knobs.devices or hw.devices
+        self.kv_shards = min(self.devices, m.kv_heads)  # fewer KV heads than ranks: replicated
+        self.bw = hw.hbm_tbs * 1e12
+        self.peak8 = hw.tflops_8bit * 1e12
+        self.peak16 = hw.tflops_16bit * 1e12
+        attn_proj = m.hidden * (m.q_heads + 2 * m.kv_heads) * m.head_dim
+        attn_proj += m.q_heads * m.head_dim * m.hidden + m.hidden * m.experts
+        self.dense_params = m.layers * attn_proj
+        self.lm_params = m.vocab * m.hidden
+        self.expert_params = 3 * m.hidden * m.expert_ffn * m.layers
+        self.attn = profile.attention_backends[knobs.attention]
+        self.moe = profile.moe_backends[knobs.moe]
+        self.fallback = profile.moe_backends.get("triton", self.moe)
+        self.q_rows = 1 + knobs.spec_tokens
+
+    def step_s(self, w: StepWork) -> float:
+        """Seconds one step takes (scalar)."""
+        return float(self._time(w.n_dec, w.ctx_dec, w))
+
+    def decode_s(self, n_dec: int, ctx_dec: np.ndarray) -> np.ndarray:
+        """Seconds of decode-only steps with ``n_dec`` sequences, one per context sum."""
+        return np.asarray(self._time(n_dec, ctx_dec, StepWork()), dtype=float)
+
+    def _time(self, n_dec: int, ctx_dec: float | np.ndarray, w: StepWork) -> float | np.ndarray:
+        rows = n_dec * self.q_rows + w.pf_tokens
+        sampled = n_dec * self.q_rows + w.n_pf
+        device: float | np.ndarray = self._dense(rows, sampled) + self._moe(rows)
+        device = device + self._comm(rows)
+        device = device + self._attn_decode(n_dec, ctx_dec) + self._attn_prefill(w)
+        device = device + self._fixed(rows, w.n_pf > 0) + self._device_draft(n_dec)
+        device = np.maximum(device, self._host_launch())
+        cpu = self._cpu(n_dec + w.n_pf)
+        total = np.maximum(device, cpu) + 2e-4 if self.k.async_scheduling else device + cpu
+        return total * self.speed
+
+    def _dense(self, rows: int, sampled: int) -> float:
+        d, wb = self.devices, self.p.model.weight_bytes
+        o = self.p.overheads
+        eff = o.deep_gemm_dense_eff if self.k.deep_gemm_dense and rows >= 128 else o.dense_eff
+        eff *= rows / (rows + o.dense_half_rows)
+        flops = 2 * (self.dense_params * rows + self.lm_params * sampled) / d
+        read = (self.dense_params * wb + self.lm_params * 2) / d / (self.bw * 0.85)
+        return max(read, flops / (self.peak8 * eff)) if rows else 0.0
+
+    def _moe(self, rows: int) -> float:
+        if rows == 0:
+            return 0.0
+        m = self.p.model
+        per_expert = rows * m.top_k / m.experts
+        be = self._moe_kernel(per_expert)
+        touched = m.experts / self.devices * (1 - (1 - m.top_k / m.experts) ** rows)
+        read = touched * self.expert_params * m.weight_bytes / (self.bw * be.bw_eff)
+        eff = be.gemm_eff * per_expert / (per_expert + be.half_rows)
+        flops = 2 * rows * m.top_k * self.expert_params / self.devices
+        return max(read, flops / (self.peak8 * eff)) + m.layers * be.layer_us * 1e-6
+
+    def _moe_kernel(self, per_expert: float) -> MoeBackend:
+        if self.k.moe == "deep_gemm" and per_expert < DEEP_GEMM_MIN_ROWS:
+            return self.fallback
+        return self.moe
+
+    def _attn_decode(self, n_dec: int, ctx_dec: float | np.ndarray) -> float | np.ndarray:
+        if n_dec == 0:
+            return 0.0
+        a = self.attn
+        eff = a.decode_eff * n_dec / (n_dec + a.decode_half_seqs)
+        verify = 1 + 0.05 * self.k.spec_tokens  # extra query rows reuse the KV they read
+        read = ctx_dec * self.k.kv_bytes_per_token / self.kv_shards
+        return read * verify / (self.bw * eff)
+
+    def _attn_prefill(self, w: StepWork) -> float:
+        if w.pf_tokens == 0:
+            return 0.0
+        m = self.p.model
+        flops = 4 * m.q_heads * m.head_dim * w.pf_pairs * m.layers / self.devices
+        read = w.pf_ctx * self.k.kv_bytes_per_token / self.kv_shards / (self.bw * 0.7)
+        return flops / (self.peak16 * self.attn.prefill_eff) + read
+
+    def _comm(self, rows: int) -> float:
+        hw, m, a = self.p.hardware, self.p.model, self.p.ascend
+        lat = hw.collective_us * 1e-6 * (a.aiv_collective_factor if self.k.hccl_aiv else 1.0)
+        nbytes = rows * m.hidden * 2 * 2 * (self.devices - 1) / self.devices
+        if self.k.flashcomm1:
+            nbytes *= a.flashcomm1_comm_factor
+        one = lat + nbytes / (hw.link_gbs * 1e9)
+        moe_exposed = a.mc2_moe_comm_factor if self._mc2_active(rows) else 1.0
+        moe_ops = 2 if self.k.expert_parallel else 1  # dispatch + combine, or one all-reduce
+        return m.layers * one * (1 + moe_ops * moe_exposed)
+
+    def _mc2_active(self, rows: int) -> bool:
+        # Mode 2 fuses decode steps only; a step is "decode" when it is small.
+        mc2 = self.k.fused_mc2
+        return mc2 == 1 or (mc2 == 2 and rows <= 512)
+
+    def _fixed(self, rows: int, has_prefill: bool) -> float:
+        o, m = self.p.overheads, self.p.model
+        fused = self.p.ascend.fused_ops_factor if self.k.fused_mc2 else 1.0
+        layer = m.layers * o.layer_us * 1e-6 * fused
+        elementwise = m.layers * rows * m.hidden * 2 * 12 / self.devices / self.bw
+        launch = o.decode_graph_ms + (o.mixed_step_ms if has_prefill else 0.0)
+        return layer + elementwise + launch * 1e-3
+
+    def _host_launch(self) -> float:
+        o = self.p.overheads
+        factor = self.p.ascend.task_queue_launch_factor[self.k.task_queue]
+        return o.host_launch_ms * factor * 1e-3
+
+    def _cpu(self, seqs: int) -> float:
+        o = self.p.overheads
+        cpu = o.sched_ms * 1e-3 + o.sched_us_per_seq * 1e-6 * seqs
+        spec = self._spec()
+        if spec is not None and not spec[1]:
+            cpu += spec[0] * self.k.spec_tokens * 1e-3
+        return cpu
+
+    def _device_draft(self, n_dec: int) -> float:
+        spec = self._spec()
+        if spec is None or not spec[1] or n_dec == 0:
+            return 0.0
+        return spec[0] * self.k.spec_tokens * 1e-3
+
+    def _spec(self) -> tuple[float, bool] | None:
+        if not self.k.spec_method:
+            return None
+        s = self.p.speculative[self.k.spec_method]
+        return s.draft_ms_per_token, s.draft_on_device
+
+    def acceptance(self) -> float:
+        """Probability each successive draft token is accepted (0 without spec decoding)."""
+        if not self.k.spec_method:
+            return 0.0
+        return self.p.speculative[self.k.spec_method].acceptance

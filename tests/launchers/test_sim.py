@@ -1,0 +1,84 @@
+"""The ``sim`` launcher: start-up log, refusals as LaunchError, virtual endpoint, noise seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launchers import launcher_class
+from launchers.sim import SimLauncher, SimSettings
+from objectives.records import BenchRequest
+from tuner.engine import EngineConfig
+from tuner.errors import FailureKind, LaunchError
+
+BASE = ("-tp", "4", "--enable-expert-parallel", "--port", "8123", "--host", "127.0.0.1")
+
+
+def config(*args: str, trial: str = "0", **env: str) -> EngineConfig:
+    return EngineConfig(
+        command=("vllm", "serve", "MiniMaxAI/MiniMax-M2.5"),
+        args=(*BASE, *args),
+        env=env,
+        model="MiniMaxAI/MiniMax-M2.5",
+        port=8123,
+        labels={"trial": trial},
+    )
+
+
+WORKLOAD = [BenchRequest("p", 12000 + 1000 * i, 40) for i in range(6)]
+
+
+def test_registered_and_settings_are_described() -> None:
+    assert launcher_class("sim") is SimLauncher
+    for name, field in SimSettings.model_fields.items():
+        assert field.description, name
+
+
+def test_start_writes_engine_log_and_serves_in_virtual_time(tmp_path: Path) -> None:
+    with SimLauncher(SimSettings()) as launcher:
+        launcher.start(config(), tmp_path)
+        endpoint = launcher.wait_ready(5.0)
+        assert endpoint.virtual is not None and endpoint.base_url is None
+        records = endpoint.virtual.run(WORKLOAD, concurrency=2)
+    assert all(r.success and r.output_tokens == 40 for r in records)
+    assert all(len(r.chunk_times) == 40 for r in records)
+    log = (tmp_path / "engine.log").read_text()
+    assert "GPU KV cache size" in log and "Application startup complete" in log
+
+
+def test_refusal_raises_launch_error_with_kind_and_log(tmp_path: Path) -> None:
+    launcher = SimLauncher(SimSettings())
+    with pytest.raises(LaunchError) as info:
+        launcher.start(config("--max-num-partial-prefills", "2"), tmp_path)
+    assert info.value.kind is FailureKind.REFUSED
+    assert "Concurrent Partial Prefill" in info.value.log_tail
+    with pytest.raises(LaunchError):
+        launcher.wait_ready(1.0)
+    launcher.stop()
+    launcher.stop()  # idempotent
+
+
+def test_oom_at_start_up(tmp_path: Path) -> None:
+    launcher = SimLauncher(SimSettings())
+    with pytest.raises(LaunchError) as info:
+        launcher.start(config("--gpu-memory-utilization", "0.45"), tmp_path)
+    assert info.value.kind is FailureKind.OOM
+
+
+def _tpots(settings: SimSettings, trial: str, tmp_path: Path) -> list[float]:
+    launcher = SimLauncher(settings)
+    launcher.start(config(trial=trial), tmp_path / trial)
+    engine = launcher.wait_ready(1.0).virtual
+    assert engine is not None
+    recs = engine.run(WORKLOAD, concurrency=3)
+    launcher.stop()
+    return [(r.chunk_times[-1] - r.chunk_times[0]) / (r.output_tokens - 1) for r in recs]
+
+
+def test_noise_is_reproducible_per_trial_and_differs_between_trials(tmp_path: Path) -> None:
+    s = SimSettings(seed=7)
+    a, a2, b = _tpots(s, "1", tmp_path), _tpots(s, "1", tmp_path), _tpots(s, "2", tmp_path)
+    assert a == a2
+    assert a != b
+    assert abs(sum(a) / sum(b) - 1) < 0.1  # noise of a few percent, not a different engine
