@@ -32,7 +32,7 @@ SMALL_SPACE: dict[str, Any] = {
             "type": "categorical",
             "choices": [0, 1024, 4096],
             "default": 0,
-            "off": 0,
+            "unset": 0,
             "flag": "--long-prefill-token-threshold",
         },
     },

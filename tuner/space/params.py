@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Scalar = str | int | float | bool
 
@@ -35,10 +35,10 @@ class Parameter(BaseModel):
         description="The engine's own default (what it does when the knob is not set): the "
         "value the baseline trial uses."
     )
-    off: Scalar | None = Field(
+    unset: Scalar | None = Field(
         None,
         description="The value meaning 'not set': nothing is rendered for it, and a JSON flag "
-        "with any member off is left out entirely.",
+        "with any member unset is left out entirely.",
     )
     flag: str | None = Field(
         None, description="Engine flag that takes the value, e.g. --max-num-seqs."
@@ -57,8 +57,16 @@ class Parameter(BaseModel):
     render: dict[str, list[str]] | None = Field(
         None,
         description="For a flag parameter: the exact argv words per value, e.g. "
-        "{on: [--async-scheduling], off: [--no-async-scheduling]}.",
+        "{enabled: [--async-scheduling], disabled: [--no-async-scheduling]}.",
     )
+
+    @field_validator("render", mode="before")
+    @classmethod
+    def _render_keys_as_text(cls, value: object) -> object:
+        # YAML reads on/off/yes/no keys as booleans; values are looked up by their text form.
+        if isinstance(value, dict):
+            return {(str(k).lower() if isinstance(k, bool) else str(k)): v for k, v in value.items()}
+        return value
 
     @model_validator(mode="after")
     def _one_binding(self) -> Self:
@@ -77,7 +85,7 @@ class Parameter(BaseModel):
             self._check_categorical()
         else:
             self._check_numeric()
-        for name in ("default", "off"):
+        for name in ("default", "unset"):
             value = getattr(self, name)
             if value is not None and not self.contains(value):
                 raise ValueError(f"{name} {value!r} is outside the parameter's values")
@@ -124,8 +132,8 @@ class Parameter(BaseModel):
         assert self.low is not None and self.high is not None
         return self.low <= value <= self.high
 
-    def is_off(self, value: Scalar) -> bool:
-        return self.off is not None and _same(value, self.off)
+    def is_unset(self, value: Scalar) -> bool:
+        return self.unset is not None and _same(value, self.unset)
 
 
 def _same(a: Scalar, b: Scalar) -> bool:

@@ -33,11 +33,11 @@ def render_engine_config(
     full = {**space.defaults(), **values}
     flags, env = _base(space)
     json_flags: dict[str, dict[str, Any]] = {}
-    off_json: set[str] = set()
+    unset_json: set[str] = set()
     for name, p in space.parameters.items():
-        _render_param(space, p, full[name], flags, env, json_flags, off_json)
+        _render_param(space, p, full[name], flags, env, json_flags, unset_json)
     for flag, obj in json_flags.items():
-        if flag not in off_json:
+        if flag not in unset_json:
             flags[flag] = [flag, json.dumps(obj)]
         else:
             flags.pop(flag, None)
@@ -78,17 +78,17 @@ def _render_param(
     flags: dict[str, list[str]],
     env: dict[str, str],
     json_flags: dict[str, dict[str, Any]],
-    off_json: set[str],
+    unset_json: set[str],
 ) -> None:
     if p.json_key is not None:
         flag = p.json_key.flag
         if flag not in json_flags:
             json_flags[flag] = dict(_base_json(space, flag))
         json_flags[flag][p.json_key.key] = value
-        if p.is_off(value):
-            off_json.add(flag)
+        if p.is_unset(value):
+            unset_json.add(flag)
         return
-    if p.is_off(value):
+    if p.is_unset(value):
         return
     if p.flag is not None:
         words = p.render.get(_text(value)) if p.render else None

@@ -30,7 +30,7 @@ MINIMAL: dict[str, Any] = {
             "type": "categorical",
             "choices": [0, 4096, 32768],
             "default": 0,
-            "off": 0,
+            "unset": 0,
             "flag": "--long-prefill-token-threshold",
         },
     },

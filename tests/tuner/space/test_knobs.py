@@ -49,7 +49,7 @@ def test_attention_backend_form(space_dict, write_space, version, args, env) -> 
 def test_moe_backend_old_env_form(space_dict, write_space) -> None:
     space_dict["engine"]["version"] = "0.14.0"
     with_knob(space_dict, "moe_backend", ["auto", "flashinfer_cutlass"], "auto")
-    space_dict["parameters"]["moe_backend"]["off"] = "auto"
+    space_dict["parameters"]["moe_backend"]["unset"] = "auto"
     space = load_space(write_space(space_dict))
     cfg = render_engine_config(space, {"moe_backend": "flashinfer_cutlass"})
     assert "--moe-backend" not in cfg.args

@@ -101,7 +101,7 @@ def test_default_outside_choices(space_dict, write_space) -> None:
 
 def test_baseline_must_obey_rules(space_dict, write_space) -> None:
     space_dict["parameters"]["long_prefill_token_threshold"]["default"] = 32768
-    space_dict["parameters"]["long_prefill_token_threshold"]["off"] = None
+    space_dict["parameters"]["long_prefill_token_threshold"]["unset"] = None
     message = error_of(write_space(space_dict))
     assert (
         "baseline" in message

@@ -52,7 +52,7 @@ def spec_space(space_dict):
         "low": 0,
         "high": 5,
         "default": 0,
-        "off": 0,
+        "unset": 0,
         "json": {"flag": "--speculative-config", "key": "num_speculative_tokens"},
     }
     return space_dict
@@ -65,7 +65,7 @@ def test_json_flag_merges_base_and_params(space_dict, write_space) -> None:
     assert value == {"prompt_lookup_max": 4, "method": "suffix", "num_speculative_tokens": 3}
 
 
-def test_json_flag_left_out_when_a_member_is_off(space_dict, write_space) -> None:
+def test_json_flag_left_out_when_a_member_is_unset(space_dict, write_space) -> None:
     space = load_space(write_space(spec_space(space_dict)))
     a = render_engine_config(space, {"spec_method": "suffix", "k": 0})
     b = render_engine_config(space, {"spec_method": "ngram", "k": 0})
@@ -79,9 +79,9 @@ def test_bool_base_args_and_render_map(space_dict, write_space) -> None:
         "type": "categorical",
         "choices": ["auto", "on", "off"],
         "default": "auto",
-        "off": "auto",
+        "unset": "auto",
         "flag": "--async-scheduling",
-        "render": {"on": ["--async-scheduling"], "off": ["--no-async-scheduling"]},
+        "render": {"on": ["--async-scheduling"], "unset": ["--no-async-scheduling"]},
     }
     space = load_space(write_space(space_dict))
     assert "--no-enable-prefix-caching" in render_engine_config(space, {}).args
