@@ -1,3 +1,5 @@
 """Imports the built-in launcher modules so they register their kinds."""
 
 from __future__ import annotations
+
+from launchers import endpoint, process  # noqa: F401
