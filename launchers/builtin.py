@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from launchers import endpoint, process  # noqa: F401
+from launchers import docker, endpoint, process  # noqa: F401

@@ -19,6 +19,7 @@ import signal
 import socket
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,29 @@ def stop_on_exit(launcher: Launcher) -> None:
     main = threading.current_thread() is threading.main_thread()
     if main and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while a container is being created or removed.
+
+    A second Ctrl-C during cleanup would otherwise orphan the container being removed; the
+    signal is delivered once the block is done, so the run still stops.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

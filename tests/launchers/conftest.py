@@ -6,8 +6,10 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -64,3 +66,19 @@ def running_server() -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Any:
+    """A reachable daemon with the ``tune-sim:latest`` image (see docker_env.py)."""
+    from docker_env import ensure_daemon, ensure_image
+
+    client = ensure_daemon()
+    ensure_image()
+    return client
+
+
+@pytest.fixture
+def study() -> str:
+    """A study name of its own per test, so label queries see this test's containers only."""
+    return f"t{uuid.uuid4().hex[:10]}"

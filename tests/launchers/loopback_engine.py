@@ -12,6 +12,7 @@ fails the way vLLM does at start-up. Flags starting ``--x-`` steer the behaviour
 --x-report KEY=VAL   report VAL for engine arg KEY (an engine that overrode a flag)
 --x-unknown-env NAME warn that env NAME is unknown when it is set
 --x-echo-env NAME    print env NAME's value (a secret the launcher must redact)
+--x-alloc-mb N       allocate N MiB during start-up (meets a container memory limit)
 --x-child            spawn a child process that lives as long as the group
 --x-ignore-sigterm   keep running on SIGTERM (stop must escalate to SIGKILL)
 """
@@ -41,6 +42,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, object]]:
     parser.add_argument("--x-report", action="append", default=[])
     parser.add_argument("--x-unknown-env", action="append", default=[])
     parser.add_argument("--x-echo-env", action="append", default=[])
+    parser.add_argument("--x-alloc-mb", type=int, default=0)
     parser.add_argument("--x-child", action="store_true")
     parser.add_argument("--x-ignore-sigterm", action="store_true")
     args, rest = parser.parse_known_args(argv)
@@ -84,6 +86,8 @@ def start_up(args: argparse.Namespace, extra: dict[str, object]) -> None:
     if args.x_child:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     time.sleep(args.x_startup_s)
+    ballast = bytearray(args.x_alloc_mb << 20)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page: really resident
     if args.x_refuse:
         print("Traceback (most recent call last):", flush=True)
         print(args.x_refuse, flush=True)

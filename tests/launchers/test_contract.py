@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import free_port, loopback_config
+from docker_env import container_config, sim_settings
 
 from launchers import LAUNCHERS, Endpoint, LauncherSettings, launcher_class
 from tuner.engine import EngineConfig
@@ -42,14 +43,23 @@ def _endpoint(request: pytest.FixtureRequest) -> Recipe:
     return Recipe(settings, loopback_config(free_port()), None, owns_engine=False)
 
 
+def _docker(request: pytest.FixtureRequest) -> Recipe:
+    request.getfixturevalue("docker_client")
+    settings = sim_settings(request.getfixturevalue("tmp_path") / "cache")
+    port = free_port()
+    refusing = container_config(port, "--x-refuse", "ValueError: unsupported combination")
+    return Recipe(settings, container_config(port), refusing)
+
+
 RECIPES: dict[str, Callable[[pytest.FixtureRequest], Recipe]] = {
     "process": _process,
     "endpoint": _endpoint,
+    "docker": _docker,
 }
 
 
 # Kinds whose recipe needs more than this machine always has (a docker daemon).
-MARKS: dict[str, Any] = {}
+MARKS: dict[str, Any] = {"docker": (pytest.mark.docker, pytest.mark.slow)}
 
 
 def _kinds() -> list[Any]:
