@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import free_port, loopback_config
-from docker_env import container_config, sim_settings
 
 from launchers import LAUNCHERS, Endpoint, LauncherSettings, launcher_class
+from tests.launchers.docker_env import container_config, sim_settings
+from tests.launchers.helpers import free_port, loopback_config
 from tuner.engine import EngineConfig
 from tuner.errors import LaunchError
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import free_port
-from docker_env import ROOT, container_config, ours, sim_settings
 
 from launchers.cleanup import OWNER
 from launchers.docker import DockerLauncher, DockerSettings, container_spec
+from tests.launchers.docker_env import ROOT, container_config, ours, sim_settings
+from tests.launchers.helpers import free_port
 from tuner.errors import FailureKind, LaunchError, TunerError
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

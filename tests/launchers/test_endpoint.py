@@ -7,10 +7,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port, loopback_config
 
 from launchers import launcher_class
 from launchers.endpoint import EndpointLauncher, EndpointSettings
+from tests.launchers.helpers import free_port, loopback_config
 from tuner.errors import FailureKind, LaunchError
 
 

@@ -7,7 +7,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import loopback_config
 
 from launchers._http import (
     ExitInfo,
@@ -17,6 +16,7 @@ from launchers._http import (
     served_model,
     wait_until_ready,
 )
+from tests.launchers.helpers import loopback_config
 from tuner.errors import FailureKind, LaunchError
 
 

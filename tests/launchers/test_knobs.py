@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from conftest import loopback_config
-
 from launchers._knobs import check_knobs, requested_flags
+from tests.launchers.helpers import loopback_config
 from tuner.errors import FailureKind
 
 LOG = (

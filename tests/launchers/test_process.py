@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import loopback_config
 
 from launchers.process import ProcessLauncher, ProcessSettings
+from tests.launchers.helpers import loopback_config
 from tuner.errors import FailureKind, LaunchError, TunerError
 
 DRIVER = Path(__file__).with_name("drive_launcher.py")
