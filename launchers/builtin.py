@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from launchers import sim  # noqa: F401
+from launchers import docker, endpoint, process, sim  # noqa: F401

@@ -1,0 +1,232 @@
+"""What every HTTP-serving launcher shares: log capture, failure classification, readiness.
+
+- ``LogCapture`` copies an engine's output to ``engine.log`` line by line with secret values
+  redacted, keeps the last lines for error messages, and signals the end of the stream (the
+  engine exited), so a launcher notices an exit at once instead of at the next poll.
+- ``classify_exit`` maps an exit during start-up to a ``FailureKind`` from the log: out of
+  memory before refusals (vLLM reports "No available memory for the cache blocks" as a
+  ``ValueError``), then vLLM's start-up refusals, else a crash.
+- ``wait_until_ready`` polls health and then sends one real completion; it raises as soon as
+  the engine is seen gone, and at the deadline otherwise.
+
+Knob verification (did the engine apply what was sampled) lives in ``launchers._knobs``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tuner.engine import REDACTED, EngineConfig
+from tuner.errors import FailureKind, LaunchError
+
+POLL_S = 0.25  # between health probes; an exit is seen sooner through LogCapture.ended
+TAIL_LINES = 40  # log lines kept for the error message of a failed launch
+
+_OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks"
+    r"|NPU out of memory|out of memory|Cannot allocate memory",
+    re.IGNORECASE,
+)
+_REFUSED = re.compile(
+    r"\b(ValueError|NotImplementedError|TypeError|AssertionError):"
+    r"|error: (argument|unrecognized arguments|the following arguments)"
+    r"|is not supported|are not supported"
+)
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How an engine ended: exit code, and whether the kernel's OOM killer ended it."""
+
+    code: int
+    oom_killed: bool = False
+
+
+class LogCapture:
+    """Engine output -> ``engine.log`` (redacted) + an in-memory tail + an end-of-stream flag."""
+
+    def __init__(self, path: Path, secrets: Iterable[str] = (), tail_lines: int = TAIL_LINES):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file = path.open("w", encoding="utf-8")
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = ""
+        self._tail: deque[str] = deque(maxlen=tail_lines)
+        self._lock = threading.Lock()
+        self.ended = threading.Event()
+
+    def feed(self, data: bytes) -> None:
+        """Append raw output; only complete lines are written, so no secret is split."""
+        text = self._partial + self._decoder.decode(data)
+        *lines, self._partial = text.split("\n")
+        self._write(lines)
+
+    def finish(self) -> None:
+        """The stream ended (the engine exited or was stopped): flush and raise ``ended``."""
+        rest = self._partial + self._decoder.decode(b"", final=True)
+        self._partial = ""
+        self._write([rest] if rest else [])
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+        self.ended.set()
+
+    def redact(self, line: str) -> str:
+        for secret in self._secrets:
+            line = line.replace(secret, REDACTED)
+        return line
+
+    def tail(self, n: int = TAIL_LINES) -> str:
+        with self._lock:
+            return "\n".join(list(self._tail)[-n:])
+
+    def text(self) -> str:
+        """Everything captured so far, as written to ``engine.log``."""
+        with self._lock:
+            if not self._file.closed:
+                self._file.flush()
+        return self.path.read_text(encoding="utf-8", errors="replace")
+
+    def _write(self, lines: list[str]) -> None:
+        clean = [self.redact(line.rstrip("\r")) for line in lines]
+        with self._lock:
+            self._tail.extend(clean)
+            if clean and not self._file.closed:
+                self._file.write("\n".join(clean) + "\n")
+                self._file.flush()
+
+
+def pump(stream: Callable[[], Iterable[bytes]], capture: LogCapture) -> threading.Thread:
+    """Copy ``stream()`` into ``capture`` on a daemon thread; ``finish`` when it ends."""
+
+    def run() -> None:
+        try:
+            for chunk in stream():
+                capture.feed(chunk)
+        except Exception as err:  # a broken log stream must not hide the engine's own fate
+            capture.feed(f"[tune] log stream ended: {err}\n".encode())
+        finally:
+            capture.finish()
+
+    thread = threading.Thread(target=run, name="engine-log", daemon=True)
+    thread.start()
+    return thread
+
+
+def secret_values(config: EngineConfig) -> list[str]:
+    return [v for k, v in config.env.items() if k in config.secret_env and v]
+
+
+def classify_exit(info: ExitInfo, log_tail: str) -> FailureKind:
+    """Why an engine that exited during start-up failed, from its exit and its last lines."""
+    if info.oom_killed or _OOM.search(log_tail):
+        return FailureKind.OOM
+    if _REFUSED.search(log_tail):
+        return FailureKind.REFUSED
+    return FailureKind.CRASH
+
+
+def exit_error(info: ExitInfo, log_tail: str, what: str = "engine") -> LaunchError:
+    """One line naming exit code, OOM flag and the telling log line; the tail rides along."""
+    kind = classify_exit(info, log_tail)
+    reason = _telling_line(log_tail, kind)
+    oom = ", OOM-killed" if info.oom_killed else ""
+    message = f"{what} exited with code {info.code}{oom} during start-up ({kind}): {reason}"
+    return LaunchError(message, kind=kind, log_tail=log_tail)
+
+
+def _telling_line(log_tail: str, kind: FailureKind) -> str:
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    pattern = {FailureKind.OOM: _OOM, FailureKind.REFUSED: _REFUSED}.get(kind)
+    if pattern is not None:
+        # The last match is the one that ended the engine (earlier ones are often warnings).
+        for line in reversed(lines):
+            if pattern.search(line):
+                return line
+    return lines[-1] if lines else "(no log output)"
+
+
+def served_model(config: EngineConfig) -> str:
+    """The model name requests must use: ``--served-model-name`` when given."""
+    args = list(config.args)
+    for i, arg in enumerate(args):
+        if arg == "--served-model-name" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--served-model-name="):
+            return arg.split("=", 1)[1]
+    return config.model
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already listens on ``host:port`` (a leftover engine, say)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def wait_until_ready(
+    base_url: str,
+    model: str,
+    timeout_s: float,
+    exited: Callable[[], ExitInfo | None] = lambda: None,
+    capture: LogCapture | None = None,
+    health_path: str = "/health",
+) -> None:
+    """Block until health answers 200 and one real completion succeeds.
+
+    ``exited`` is asked before every probe (and whenever ``capture.ended`` fires); an engine
+    seen gone raises ``exit_error`` at once. The deadline raises READY_TIMEOUT.
+    """
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    with httpx.Client(base_url=base_url, timeout=httpx.Timeout(5.0, connect=1.0)) as client:
+        while True:
+            info = exited()
+            if info is not None:
+                raise exit_error(info, capture.tail() if capture else "")
+            ok, last = _probe(client, model, health_path, deadline)
+            if ok:
+                return
+            if time.monotonic() >= deadline:
+                tail = capture.tail() if capture else ""
+                raise LaunchError(
+                    f"engine not ready after {timeout_s:g}s at {base_url} (last probe: {last})",
+                    kind=FailureKind.READY_TIMEOUT,
+                    log_tail=tail,
+                )
+            _pause(capture, min(POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+def _pause(capture: LogCapture | None, seconds: float) -> None:
+    if capture is not None and not capture.ended.is_set():
+        capture.ended.wait(seconds)
+    else:
+        time.sleep(seconds)
+
+
+def _probe(client: httpx.Client, model: str, health_path: str, deadline: float) -> tuple[bool, str]:
+    try:
+        health = client.get(health_path)
+        if health.status_code != 200:
+            return False, f"{health_path} -> {health.status_code}"
+        # The first completion may compile kernels: allow it the rest of the deadline.
+        left = max(1.0, deadline - time.monotonic())
+        body = {"model": model, "prompt": "hi", "max_tokens": 1}
+        done = client.post("/v1/completions", json=body, timeout=httpx.Timeout(left, connect=1.0))
+    except httpx.HTTPError as err:
+        return False, f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    if done.status_code != 200:
+        return False, f"/v1/completions -> {done.status_code}: {done.text[:200]}"
+    return True, "ready"

@@ -1,0 +1,171 @@
+"""Did the engine apply the knobs it was given? Checked after ready, where the engine says so.
+
+vLLM reports what it runs with in two places:
+
+- its start-up log: ``non-default args: {'max_num_seqs': 40, ...}`` (the resolved values of
+  every flag that differs from its default) and ``Unknown vLLM environment variable detected:
+  VLLM_X`` for an env knob it no longer reads (``VLLM_ATTENTION_BACKEND`` from 0.26 on);
+- ``/server_info`` (served with ``VLLM_SERVER_DEV_MODE=1``): the resolved config.
+
+A knob is *ignored* only on evidence: the engine reports another value for it, or names its env
+variable as unknown. A flag it does not report (a value equal to the default is not listed) or
+reports in another form (``192K`` vs ``196608``) stays *unverified*: a false alarm would throw
+away a good trial. Launchers raise ``LaunchError(kind=FailureKind.KNOB_IGNORED)`` from
+``wait_ready`` when a knob was ignored (their ``verify_knobs`` setting turns this off) and keep
+the full ``KnobReport`` on ``launcher.knob_report`` for the study to record.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.engine import EngineConfig
+from tuner.errors import FailureKind, LaunchError
+
+_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$", re.MULTILINE)
+_UNKNOWN_ENV = re.compile(r"Unknown vLLM environment variable detected: (\w+)")
+# Enum members print as <Kind.NAME: value>; keep the member name, which is what flags take.
+_ENUM = re.compile(r"<[\w.]+\.(\w+): [^<>]*>")
+
+
+@dataclass
+class KnobReport:
+    """Per knob (``--flag`` or env name): applied, ignored (with the evidence) or unverified."""
+
+    applied: list[str] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
+    unverified: list[str] = field(default_factory=list)
+
+    def error(self) -> LaunchError | None:
+        if not self.ignored:
+            return None
+        why = "; ".join(f"{k}: {v}" for k, v in sorted(self.ignored.items()))
+        return LaunchError(f"engine ignored sampled knobs: {why}", kind=FailureKind.KNOB_IGNORED)
+
+
+def check_knobs(
+    config: EngineConfig, log_text: str, server_info: Mapping[str, Any] | str | None = None
+) -> KnobReport:
+    """Compare ``config``'s flags and env with what the engine reports it applied."""
+    report = KnobReport()
+    reported = _reported_args(log_text)
+    info = _flatten(server_info) if isinstance(server_info, Mapping) else {}
+    info_text = server_info if isinstance(server_info, str) else ""
+    for flag, (key, wanted) in requested_flags(config.args).items():
+        got = _lookup(key, info, info_text, reported)
+        verdict = _MISSING if got is _MISSING else _compare(wanted, got)
+        if verdict is True:
+            report.applied.append(flag)
+        elif verdict is False:
+            report.ignored[flag] = f"asked {wanted!r}, engine reports {key}={got!r}"
+        else:
+            report.unverified.append(flag)
+    unknown = set(_UNKNOWN_ENV.findall(log_text))
+    for name in config.env:
+        if name in unknown:
+            report.ignored[name] = "engine reports it as an unknown environment variable"
+        elif name.startswith("VLLM_") and reported is not None:
+            report.applied.append(name)  # vLLM names every unknown VLLM_* variable it sees
+        else:
+            report.unverified.append(name)
+    return report
+
+
+def requested_flags(args: tuple[str, ...] | list[str]) -> dict[str, tuple[str, Any]]:
+    """``--flag value`` / ``--flag=value`` / ``--flag`` / ``--no-flag`` -> (config key, value)."""
+    out: dict[str, tuple[str, Any]] = {}
+    items = list(args)
+    for i, token in enumerate(items):
+        if not token.startswith("--"):
+            continue
+        name, eq, value = token[2:].partition("=")
+        if eq:
+            out["--" + name] = (name.replace("-", "_"), _parse(value))
+        elif i + 1 < len(items) and not items[i + 1].startswith("--"):
+            out["--" + name] = (name.replace("-", "_"), _parse(items[i + 1]))
+        elif name.startswith("no-"):
+            out["--" + name] = (name[3:].replace("-", "_"), False)
+        else:
+            out["--" + name] = (name.replace("-", "_"), True)
+    return out
+
+
+_MISSING: Any = object()
+
+
+def _parse(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _reported_args(log_text: str) -> dict[str, Any] | None:
+    """The last ``non-default args`` dict of the log (a restart logs a new one), or None."""
+    found = _NON_DEFAULT.findall(log_text)
+    if not found:
+        return None
+    text = _ENUM.sub(lambda m: repr(m.group(1)), found[-1])
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return _loose_dict(text)
+    return value if isinstance(value, dict) else None
+
+
+def _loose_dict(text: str) -> dict[str, Any]:
+    # A repr holding objects (paths, devices) is no literal: read the plain top-level pairs.
+    out: dict[str, Any] = {}
+    for key, raw in re.findall(r"'(\w+)': ('[^']*'|-?[\d.]+|True|False|None)", text):
+        out.setdefault(key, ast.literal_eval(raw))
+    return out
+
+
+def _flatten(tree: Mapping[str, Any], out: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = {} if out is None else out
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and key not in out:
+            _flatten(value, out)
+        out.setdefault(str(key), value)
+    return out
+
+
+def _lookup(key: str, info: dict[str, Any], info_text: str, reported: dict[str, Any] | None) -> Any:
+    if key in info:
+        return info[key]
+    if info_text:
+        match = re.search(rf"\b{re.escape(key)}=('[^']*'|[^,\s)]+)", info_text)
+        if match:
+            return _parse_repr(match.group(1))
+    if reported is not None and key in reported:
+        return reported[key]
+    return _MISSING
+
+
+def _parse_repr(raw: str) -> Any:
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return raw
+
+
+def _compare(wanted: Any, got: Any) -> bool | None:
+    """True same, False different, None when the two forms cannot be compared."""
+    if isinstance(wanted, bool) or isinstance(got, bool):
+        return wanted == got if type(wanted) is type(got) else None
+    if isinstance(wanted, int | float) and isinstance(got, int | float):
+        return float(wanted) == float(got)
+    if isinstance(wanted, str) and isinstance(got, str):
+        return wanted.lower() == got.lower()
+    if isinstance(wanted, dict) and isinstance(got, dict):
+        # The engine fills in defaults: every key asked for must match, extra keys may exist.
+        verdicts = [_compare(v, got[k]) if k in got else None for k, v in wanted.items()]
+        return False if False in verdicts else (True if all(verdicts) else None)
+    if isinstance(wanted, list) and isinstance(got, list | tuple):
+        return [str(v).lower() for v in wanted] == [str(v).lower() for v in got]
+    return None
