@@ -23,6 +23,7 @@ from tuner.trial import CONSTRAINT_KEYS, TrialOutcome, TrialRunner, infeasible
 
 Report = Callable[[str], None]
 MAX_CONSECUTIVE_INFRA_FAILURES = 3
+MAX_CONSECUTIVE_FREE_TRIALS = 50
 
 
 class TrialLoop:
@@ -34,6 +35,7 @@ class TrialLoop:
             ctx.space, ctx.objective, ctx.space.study.ready_timeout_s, ctx.space_path.parent
         )
         self.infra_streak = 0
+        self.free_streak = 0
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         values = suggest(trial, self.ctx.space)
@@ -87,6 +89,7 @@ class TrialLoop:
         trial.set_user_attr("duplicate_of", twin.number)
         out = TrialOutcome(values=list(twin.values), tiers=dict(twin.user_attrs.get("tiers", {})))
         out.constraints = {k: float(twin.constraints.get(k, 0.0)) for k in CONSTRAINT_KEYS}
+        out.tier_ok = dict(twin.user_attrs.get("tier_ok", {}))
         out.failure = twin.user_attrs.get("failure")
         out.failure_kind = twin.user_attrs.get("failure_kind")
         return out
@@ -96,6 +99,7 @@ class TrialLoop:
             trial.set_constraint(key, value)
         trial.set_user_attr("tiers", jsonable(outcome.tiers))
         trial.set_user_attr("feasible", outcome.feasible)
+        trial.set_user_attr("tier_ok", outcome.tier_ok)
         trial.set_user_attr("failure", outcome.failure)
         trial.set_user_attr("failure_kind", outcome.failure_kind)
 
@@ -106,11 +110,18 @@ class TrialLoop:
             self._requeue(study, trial)
         elif trial.state == TrialState.COMPLETE:
             self.infra_streak = 0
+        self.free_streak = 0 if counts_toward_budget(trial) else self.free_streak + 1
         write_tables(self.ctx, study)
         if finished_count(study) >= self.ctx.trials:
             study.stop()
         if self.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
             self.report(f"stopping: {self.infra_streak} infrastructure failures in a row")
+            study.stop()
+        if self.free_streak >= MAX_CONSECUTIVE_FREE_TRIALS:
+            self.report(
+                f"stopping: the last {self.free_streak} samples broke a rule or repeated a "
+                "measured launch; the space has little left to explore"
+            )
             study.stop()
 
     def _requeue(self, study: optuna.Study, trial: FrozenTrial) -> None:
@@ -127,8 +138,16 @@ def requeue_attrs(trial: FrozenTrial) -> dict[str, Any]:
     return attrs
 
 
+def counts_toward_budget(trial: FrozenTrial) -> bool:
+    """Whether a trial used an engine launch: rule breakers and repeats of a measured launch
+    cost nothing, so they do not use up the trial budget."""
+    free = trial.user_attrs.get("failure_kind") == "rules" or "duplicate_of" in trial.user_attrs
+    return trial.state == TrialState.COMPLETE and not free
+
+
 def finished_count(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    """Finished trials that count toward the budget (``--trials``)."""
+    return sum(counts_toward_budget(t) for t in study.get_trials(deepcopy=False))
 
 
 def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) -> str:

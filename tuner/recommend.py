@@ -43,6 +43,16 @@ def is_feasible(trial: FrozenTrial) -> bool:
     return trial.state == TrialState.COMPLETE and bool(trial.user_attrs.get("feasible"))
 
 
+def feasible_at(trial: FrozenTrial, tier: int) -> bool:
+    """Whether the trial served every request of ``tier`` and met that tier's SLOs."""
+    if trial.state != TrialState.COMPLETE:
+        return False
+    tier_ok = trial.user_attrs.get("tier_ok")
+    if tier_ok:
+        return bool(tier_ok.get(str(tier)))
+    return bool(trial.user_attrs.get("feasible"))
+
+
 def measured(trial: FrozenTrial, objective: Objective, tier: int) -> float | None:
     value = tier_metrics(trial, tier).get(objective.key)
     if value is None or not math.isfinite(float(value)):
@@ -70,7 +80,7 @@ def _recommend_tier(
     best_value: float | None = None
     for t in trials:
         value = measured(t, objective, tier)
-        if not is_feasible(t) or value is None:
+        if not feasible_at(t, tier) or value is None:
             continue
         if best_value is None or objective.better(value, best_value):
             best, best_value = t, value

@@ -43,5 +43,12 @@ def rules_violation(space: Space, values: dict[str, Scalar]) -> float:
     return total
 
 
-def jsonable(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.item() if hasattr(v, "item") else v) for k, v in values.items()}
+def jsonable(value: Any) -> Any:
+    """``value`` with numpy scalars and tuples turned into plain JSON types, recursively."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return value

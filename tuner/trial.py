@@ -38,6 +38,9 @@ class TrialOutcome:
     )
     failure: str | None = None
     failure_kind: str | None = None
+    # Per tier: served every request and met that tier's SLOs. A config that misses an SLO at
+    # c40 can still be the best answer at c1, so recommendations read this, not `feasible`.
+    tier_ok: dict[str, bool] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:
@@ -107,6 +110,9 @@ class TrialRunner:
             raise InfraError("the benchmark client, not the engine, limited a tier")
         tiers = {str(r.concurrency): _tier_data(r) for r in results}
         out = TrialOutcome(values=[self._value(tiers.get(str(c))) for c in self.tiers], tiers=tiers)
+        out.tier_ok = {
+            str(c): any(r.concurrency == c and _tier_ok(r) for r in results) for c in self.tiers
+        }
         failed = sum(int(r.metrics.get("failed", 0)) for r in results)
         total = failed + sum(int(r.metrics.get("completed", 0)) for r in results)
         out.constraints["failed_requests"] = failed / total if total else 1.0
@@ -116,7 +122,9 @@ class TrialRunner:
             out.failure = f"{failed} of {total} requests failed ({reasons})"
             out.failure_kind = "failed_requests"
         elif out.constraints["slo"] > 0:
-            out.failure, out.failure_kind = "missed an SLO", "slo"
+            missed = [f"c{r.concurrency} {v}" for r in results for v in r.slo_violations]
+            out.failure = "missed SLO: " + ("; ".join(missed) or "a tier has no measurement")
+            out.failure_kind = "slo"
         return out
 
     def _value(self, metrics: Mapping[str, Any] | None) -> float:
@@ -128,8 +136,9 @@ class TrialRunner:
     def _failed(self, err: LaunchError, results: Sequence[TierResult]) -> TrialOutcome:
         out = infeasible(self.objective, len(self.tiers), "engine", str(err), err.kind.value)
         out.tiers = {str(r.concurrency): _tier_data(r) for r in results}
-        if err.log_tail:
-            out.failure = f"{err} | {err.log_tail.strip().splitlines()[-1]}"
+        last = err.log_tail.strip().splitlines()[-1] if err.log_tail.strip() else ""
+        if last and str(err) not in last and last not in str(err):
+            out.failure = f"{err} | {last}"
         return out
 
 
@@ -156,6 +165,10 @@ def _overshoot(slo: SLO, value: Any) -> float:
     if slo.min is not None and value < slo.min:
         return (slo.min - value) / slo.min if slo.min else 1.0
     return 0.0
+
+
+def _tier_ok(result: TierResult) -> bool:
+    return not result.failures and not result.slo_violations and not result.client_saturated
 
 
 def _tier_data(result: TierResult) -> dict[str, Any]:

@@ -56,10 +56,10 @@ def small_space() -> dict[str, Any]:
 @pytest.fixture
 def space_file(tmp_path: Path, small_space: dict[str, Any]) -> Path:
     path = tmp_path / "small.yaml"
-    path.write_text(yaml.safe_dump(small_space))
+    path.write_text(yaml.safe_dump(small_space, sort_keys=False))
     return path
 
 
 def write_yaml(path: Path, data: dict[str, Any]) -> Path:
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

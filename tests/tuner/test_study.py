@@ -8,12 +8,12 @@ from typing import Any, ClassVar
 import optuna
 import pandas as pd
 import pytest
-from launchers.sim import SimLauncher
 from optuna.trial import TrialState
 from pydantic import Field
 
 import launchers
 from launchers._base import Endpoint, Launcher, LauncherSettings
+from launchers.sim import SimLauncher
 from tests.tuner.conftest import write_yaml
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, StudyError, TunerError

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+import optuna
 import typer
 
 from tuner.errors import TunerError
@@ -28,6 +29,8 @@ def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
 ) -> None:
     _state["debug"] = debug
+    # Optuna logs every trial at INFO; tune prints its own one-line progress instead.
+    optuna.logging.set_verbosity(optuna.logging.DEBUG if debug else optuna.logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:

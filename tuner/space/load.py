@@ -31,7 +31,10 @@ def load_space(path: Path | str) -> Space:
 
 def settings_of(space: Space, path: Path | str = "<space>") -> LauncherSettings:
     """The target's launcher settings, validated by that kind's own model."""
-    cls = launcher_class(space.target.kind)
+    try:
+        cls = launcher_class(space.target.kind)
+    except SpaceError as err:
+        raise SpaceError(f"{path}: target.kind: {err}") from None
     try:
         settings = cls.settings_model.model_validate(space.target.settings())
     except ValidationError as err:

@@ -65,7 +65,9 @@ class Parameter(BaseModel):
     def _render_keys_as_text(cls, value: object) -> object:
         # YAML reads on/off/yes/no keys as booleans; values are looked up by their text form.
         if isinstance(value, dict):
-            return {(str(k).lower() if isinstance(k, bool) else str(k)): v for k, v in value.items()}
+            return {
+                (str(k).lower() if isinstance(k, bool) else str(k)): v for k, v in value.items()
+            }
         return value
 
     @model_validator(mode="after")
@@ -134,6 +136,10 @@ class Parameter(BaseModel):
 
     def is_unset(self, value: Scalar) -> bool:
         return self.unset is not None and _same(value, self.unset)
+
+
+def _key_text(key: object) -> str:
+    return str(key).lower() if isinstance(key, bool) else str(key)
 
 
 def _same(a: Scalar, b: Scalar) -> bool:

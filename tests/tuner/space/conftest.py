@@ -56,7 +56,7 @@ def space_dict() -> dict[str, Any]:
 def write_space(tmp_path: Path):
     def write(data: dict[str, Any] | str, name: str = "space.yaml") -> Path:
         path = tmp_path / name
-        path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+        path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
         return path
 
     return write

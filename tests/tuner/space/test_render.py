@@ -81,7 +81,7 @@ def test_bool_base_args_and_render_map(space_dict, write_space) -> None:
         "default": "auto",
         "unset": "auto",
         "flag": "--async-scheduling",
-        "render": {"on": ["--async-scheduling"], "unset": ["--no-async-scheduling"]},
+        "render": {"on": ["--async-scheduling"], "off": ["--no-async-scheduling"]},
     }
     space = load_space(write_space(space_dict))
     assert "--no-enable-prefix-caching" in render_engine_config(space, {}).args
@@ -112,3 +112,26 @@ def test_env_values_are_strings(space_dict, write_space) -> None:
     }
     cfg = render_engine_config(load_space(write_space(space_dict)), {"buf": 1024})
     assert cfg.env["HCCL_BUFFSIZE"] == "1024"
+
+
+def test_yaml_on_off_words_still_render(write_space) -> None:
+    # YAML 1.1 reads bare on/off as booleans, in choices and in render keys alike.
+    text = """
+engine: {name: vllm, version: "0.17.1", model: m}
+target: {kind: sim}
+parameters:
+  async_scheduling:
+    type: categorical
+    choices: [auto, on, off]
+    default: auto
+    unset: auto
+    flag: --async-scheduling
+    render: {on: [--async-scheduling], off: [--no-async-scheduling]}
+workload:
+  dataset: {kind: random, input_len: 100, output_len: 10}
+  num_prompts: 2
+  tiers: [1]
+"""
+    space = load_space(write_space(text))
+    assert "--no-async-scheduling" in render_engine_config(space, {"async_scheduling": False}).args
+    assert "--async-scheduling" in render_engine_config(space, {"async_scheduling": True}).args
