@@ -10,7 +10,7 @@ figures. Figures a server does not expose are left out, not reported as zero.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -88,7 +88,7 @@ def tier_counters(
     return out
 
 
-def gauge_peaks(samples: list[Mapping[str, float]]) -> dict[str, float]:
+def gauge_peaks(samples: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The largest value of each gauge over snapshots sampled during a tier."""
     out: dict[str, float] = {}
     for snap in samples:

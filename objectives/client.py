@@ -1,0 +1,150 @@
+"""Streaming requests to OpenAI-compatible servers, one ``httpx.AsyncClient`` per run.
+
+Each request asks for a fixed output length (``max_tokens`` + ``ignore_eos``), greedy, with
+``stream_options.include_usage`` so the server reports the tokens it produced. Every raw read
+from the socket is stamped with ``time.perf_counter()`` on arrival; each SSE event completed by
+that read counts at that time. A chunk counts as a token event when its ``choices`` list is not
+empty, as ``vllm bench serve`` counts them (TTFT = first such chunk, ITL = gaps between them).
+
+Failures keep their reason: ``http <status>``, ``timeout``, ``stream broken`` (connection lost
+or the stream ended without ``[DONE]``), ``malformed chunk``, ``no tokens``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from time import perf_counter
+from typing import Any, Literal
+
+import httpx
+
+from objectives.records import BenchRequest, RequestRecord
+from objectives.sse import MalformedChunk, SSEParser, decode
+
+Api = Literal["completions", "chat"]
+PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+def server_root(base_url: str) -> str:
+    """``http://host:port`` from a base URL given with or without ``/v1``."""
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+def request_body(req: BenchRequest, model: str, api: Api) -> bytes:
+    """The JSON body of one request (built before a tier starts, to keep sends light)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": req.output_len,
+        "ignore_eos": True,
+        "temperature": 0.0,
+    }
+    if api == "completions":
+        body["prompt"] = req.prompt
+    else:
+        text = req.prompt if isinstance(req.prompt, str) else " ".join(map(str, req.prompt))
+        body["messages"] = [{"role": "user", "content": text}]
+        body["max_completion_tokens"] = req.output_len
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def make_http_client(base_url: str, concurrency: int, timeout_s: float) -> httpx.AsyncClient:
+    """The run's one client: a pool as large as the largest tier, explicit timeouts."""
+    # Two spare connections so /metrics scrapes never queue behind a full tier.
+    size = concurrency + 2
+    limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+    timeout = httpx.Timeout(connect=30.0, read=timeout_s, write=60.0, pool=timeout_s)
+    return httpx.AsyncClient(base_url=server_root(base_url), limits=limits, timeout=timeout)
+
+
+class StreamingClient:
+    """Sends prepared requests over one ``AsyncClient`` and records what came back."""
+
+    def __init__(self, http: httpx.AsyncClient, api: Api, timeout_s: float) -> None:
+        self.http, self.path, self.timeout_s = http, PATHS[api], timeout_s
+
+    async def send(self, req: BenchRequest, body: bytes) -> RequestRecord:
+        """Send one request; never raises for a server fault (the record says why)."""
+        rec = RequestRecord(req.prompt_len, req.output_len, perf_counter())
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await self._send_retrying(rec, body)
+        except TimeoutError:
+            rec.error = "timeout"
+        except MalformedChunk:
+            rec.error = "malformed chunk"
+        except httpx.HTTPError:
+            rec.error = "stream broken"
+        rec.success = rec.error is None
+        return rec
+
+    async def _send_retrying(self, rec: RequestRecord, body: bytes) -> None:
+        # A pooled keep-alive connection the server already closed fails before any response
+        # (llama-server does this): retry once on a fresh connection, timing from the retry.
+        try:
+            await self._stream(rec, body)
+        except httpx.RemoteProtocolError:
+            if rec.chunk_times:
+                raise
+            rec.send_time = perf_counter()
+            await self._stream(rec, body)
+
+    async def _stream(self, rec: RequestRecord, body: bytes) -> None:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        async with self.http.stream("POST", self.path, content=body, headers=headers) as resp:
+            if resp.status_code != 200:
+                await resp.aread()
+                rec.error = f"http {resp.status_code}"
+                return
+            await _read_stream(resp, rec)
+
+
+async def _read_stream(resp: httpx.Response, rec: RequestRecord) -> None:
+    parser = SSEParser()
+    state = _StreamState()
+    async for raw in resp.aiter_raw():
+        now = perf_counter()
+        for payload in parser.feed(raw):
+            state.event(payload, now, rec)
+    for payload in parser.close():
+        state.event(payload, perf_counter(), rec)
+    state.finish(rec)
+
+
+class _StreamState:
+    __slots__ = ("content_chunks", "done", "usage_tokens")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.content_chunks = 0
+        self.usage_tokens: int | None = None
+
+    def event(self, payload: bytes, now: float, rec: RequestRecord) -> None:
+        data = decode(payload)
+        if data is None:
+            self.done = True
+            return
+        if data.get("choices"):
+            rec.chunk_times.append(now)
+            self.content_chunks += 1
+        usage = data.get("usage")
+        if isinstance(usage, dict):  # llama.cpp sends it on the last chunk with choices
+            self.usage_tokens = usage.get("completion_tokens")
+            rec.prompt_tokens = usage.get("prompt_tokens")
+
+    def finish(self, rec: RequestRecord) -> None:
+        rec.output_tokens = (
+            self.usage_tokens if self.usage_tokens is not None else self.content_chunks
+        )
+        if not self.done:
+            rec.error = "stream broken"
+        elif not rec.chunk_times:
+            rec.error = "no tokens"
+
+
+def prepare(requests: Sequence[BenchRequest], model: str, api: Api) -> list[bytes]:
+    """Request bodies in order, encoded once."""
+    return [request_body(r, model, api) for r in requests]

@@ -1,0 +1,191 @@
+"""Load generation over HTTP: closed-loop tiers, optional open-loop arrivals, honest timing.
+
+A tier of concurrency N runs N workers that take requests in dataset order; with a request
+rate, request i may not start before its seeded arrival time (gaps drawn from a gamma
+distribution of shape ``burstiness``, mean 1/rate, as ``vllm bench serve``), so at most N are in
+flight. The client watches itself: a probe task measures event-loop delay, and each open-loop
+send is compared with its scheduled time. When those lags are large enough to distort the
+timestamps, the tier is marked ``client_saturated``: the client, not the server, limited it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter
+
+import httpx
+import numpy as np
+
+from launchers._base import Endpoint
+from objectives import prom
+from objectives.client import StreamingClient, make_http_client, prepare
+from objectives.datasets import build_requests, build_warmup
+from objectives.metrics import SLO, TierResult
+from objectives.records import BenchRequest, RequestRecord
+from objectives.workload import WorkloadSpec
+
+# Loop delay (p99) above which chunk timestamps are no longer trustworthy to ~1 ms precision.
+SATURATED_LOOP_LAG_MS = 5.0
+# Open-loop sends this late (p99) mean the client could not keep the arrival schedule.
+SATURATED_SEND_LAG_MS = 10.0
+_PROBE_S = 0.005
+_SCRAPE_S = 1.0
+
+
+@dataclass
+class ClientLag:
+    """What the client measured about itself during one tier."""
+
+    loop_lag_s: list[float] = field(default_factory=list)
+    send_lag_s: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, values in (("loop_lag", self.loop_lag_s), ("send_lag", self.send_lag_s)):
+            arr = np.asarray(values or [0.0]) * 1000
+            out[f"p50_{name}_ms"] = float(np.percentile(arr, 50))
+            out[f"p99_{name}_ms"] = float(np.percentile(arr, 99))
+            out[f"max_{name}_ms"] = float(arr.max())
+        return out
+
+    @property
+    def saturated(self) -> bool:
+        s = self.summary()
+        return (
+            s["p99_loop_lag_ms"] > SATURATED_LOOP_LAG_MS
+            or s["p99_send_lag_ms"] > SATURATED_SEND_LAG_MS
+        )
+
+
+def arrival_offsets(n: int, rate: float | None, burstiness: float, seed: int) -> list[float]:
+    """Seconds after the tier start at which each request may be sent (all 0 in closed loop)."""
+    if rate is None or n == 0:
+        return [0.0] * n
+    gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (rate * burstiness), size=n)
+    return [0.0, *np.cumsum(gaps[:-1]).tolist()]
+
+
+async def drive(
+    client: StreamingClient,
+    requests: Sequence[BenchRequest],
+    bodies: Sequence[bytes],
+    concurrency: int,
+    arrivals: Sequence[float],
+) -> tuple[list[RequestRecord], ClientLag]:
+    """Send every request with at most ``concurrency`` in flight; records in request order."""
+    records: list[RequestRecord | None] = [None] * len(requests)
+    lag = ClientLag()
+    next_index = iter(range(len(requests)))
+    start = perf_counter()
+
+    async def worker() -> None:
+        for i in next_index:
+            due = start + arrivals[i]
+            if due > perf_counter():
+                await asyncio.sleep(due - perf_counter())
+            if arrivals[i] > 0:
+                lag.send_lag_s.append(max(0.0, perf_counter() - due))
+            records[i] = await client.send(requests[i], bodies[i])
+
+    probe = asyncio.create_task(_probe_loop(lag.loop_lag_s))
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(requests)))))
+    finally:
+        probe.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await probe
+    return [r for r in records if r is not None], lag
+
+
+async def _probe_loop(out: list[float]) -> None:
+    # A sleeper that wakes late measures how long other callbacks held the event loop.
+    while True:
+        t = perf_counter()
+        await asyncio.sleep(_PROBE_S)
+        out.append(max(0.0, perf_counter() - t - _PROBE_S))
+
+
+async def scrape(http: httpx.AsyncClient) -> dict[str, float] | None:
+    """A ``/metrics`` snapshot; ``None`` when the server exposes none."""
+    try:
+        resp = await http.get("/metrics", timeout=10.0)
+    except httpx.HTTPError:
+        return None
+    if resp.status_code != 200:
+        return None
+    try:
+        return prom.parse(resp.text)
+    except ValueError:
+        return None
+
+
+async def _sample_gauges(http: httpx.AsyncClient, out: list[dict[str, float]]) -> None:
+    while True:
+        await asyncio.sleep(_SCRAPE_S)
+        snap = await scrape(http)
+        if snap is not None:
+            out.append(snap)
+
+
+async def run_http(
+    endpoint: Endpoint,
+    workload: WorkloadSpec,
+    slos: Sequence[SLO],
+    on_tier: Callable[[TierResult], None],
+    base_dir: Path | None,
+) -> None:
+    """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``."""
+    from objectives.runner import tier_result
+
+    assert endpoint.base_url is not None
+    timeout = workload.request_timeout_s
+    async with make_http_client(endpoint.base_url, max(workload.tiers), timeout) as http:
+        client = StreamingClient(http, workload.endpoint, timeout)
+        warm = build_warmup(workload, base_dir)
+        if warm:
+            bodies = prepare(warm, endpoint.model, workload.endpoint)
+            await drive(client, warm, bodies, min(len(warm), workload.tiers[0]), [0.0] * len(warm))
+        for i, concurrency in enumerate(workload.tiers):
+            requests = build_requests(workload, base_dir, round=i)
+            records, lag, server = await _tier(
+                http, client, requests, endpoint.model, workload, concurrency
+            )
+            result: TierResult = tier_result(
+                records, concurrency, workload, slos, server, lag.summary(), lag.saturated
+            )
+            on_tier(result)
+
+
+async def _tier(
+    http: httpx.AsyncClient,
+    client: StreamingClient,
+    requests: Sequence[BenchRequest],
+    model: str,
+    workload: WorkloadSpec,
+    concurrency: int,
+) -> tuple[list[RequestRecord], ClientLag, dict[str, float]]:
+    bodies = prepare(requests, model, workload.endpoint)
+    arrivals = arrival_offsets(
+        len(requests), workload.request_rate, workload.burstiness, workload.seed
+    )
+    before = await scrape(http)
+    samples: list[dict[str, float]] = []
+    sampler = asyncio.create_task(_sample_gauges(http, samples)) if before is not None else None
+    try:
+        records, lag = await drive(client, requests, bodies, concurrency, arrivals)
+    finally:
+        if sampler is not None:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+    after = await scrape(http) if before is not None else None
+    server = (
+        {}
+        if before is None or after is None
+        else prom.tier_counters(before, after, prom.gauge_peaks(samples))
+    )
+    return records, lag, server

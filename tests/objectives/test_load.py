@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from launchers import Endpoint
+from objectives.client import StreamingClient, make_http_client, prepare
+from objectives.load import ClientLag, arrival_offsets, drive
+from objectives.records import BenchRequest
+from objectives.runner import run_benchmark
+from objectives.workload import WorkloadSpec
+
+
+def workload(**kw: object) -> WorkloadSpec:
+    body: dict[str, object] = {
+        "dataset": {"kind": "random", "input_len": 32, "output_len": 5},
+        "num_prompts": 8,
+        "tiers": [1, 4],
+        "warmup": 2,
+        "request_timeout_s": 30,
+    }
+    body.update(kw)
+    return WorkloadSpec.model_validate(body)
+
+
+def test_arrivals_are_seeded_gamma_gaps() -> None:
+    assert arrival_offsets(3, None, 1.0, 0) == [0.0, 0.0, 0.0]
+    a = arrival_offsets(4000, 20.0, 1.0, seed=7)
+    assert a == arrival_offsets(4000, 20.0, 1.0, seed=7) and a[0] == 0.0
+    gaps = np.diff(a)
+    assert gaps.mean() == pytest.approx(1 / 20, rel=0.05)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, rel=0.1)  # Poisson: CV 1
+    bursty = np.diff(arrival_offsets(4000, 20.0, 0.25, seed=7))
+    assert bursty.mean() == pytest.approx(1 / 20, rel=0.1)
+    assert bursty.std() / bursty.mean() == pytest.approx(2.0, rel=0.15)  # CV = 1/sqrt(shape)
+
+
+def test_http_tiers_against_a_real_server(paced_server: str) -> None:
+    results = run_benchmark(Endpoint("paced", base_url=paced_server + "/v1"), workload())
+    assert [r.concurrency for r in results] == [1, 4]
+    for r in results:
+        m = r.metrics
+        assert m["completed"] == 8 and m["failed"] == 0 and r.failures == {}
+        assert m["total_output_tokens"] == 40
+        assert 5.0 < m["median_itl_ms"] < 50.0 and 5.0 < m["median_tpot_ms"] < 50.0
+        assert m["mean_ttft_ms"] >= 19.0
+        # Server counters are deltas of this tier only (warm-up and other tiers excluded).
+        assert r.server["generation_tokens"] == 40.0 and r.server["num_preemptions"] == 0.0
+        assert "p99_loop_lag_ms" in r.client
+    one, four = results
+    assert four.metrics["duration"] < one.metrics["duration"]  # four in flight
+
+
+def test_failures_are_reported_per_tier(paced_server: str) -> None:
+    (r,) = run_benchmark(Endpoint("short", base_url=paced_server), workload(tiers=[2]))
+    assert r.failures == {"length not honoured": 8} and r.metrics["completed"] == 0
+    assert r.has_failures
+
+
+def test_open_loop_over_http(paced_server: str) -> None:
+    (r,) = run_benchmark(
+        Endpoint("paced", base_url=paced_server), workload(tiers=[8], request_rate=40.0, warmup=0)
+    )
+    assert r.metrics["completed"] == 8 and r.request_rate == 40.0
+    assert r.client["max_send_lag_ms"] >= 0.0
+
+
+def test_a_blocked_event_loop_marks_the_tier_client_saturated(paced_server: str) -> None:
+    reqs = [BenchRequest([1, 2], 2, 20)] * 4
+
+    async def go() -> ClientLag:
+        async with make_http_client(paced_server, 4, 30) as http:
+            client = StreamingClient(http, "completions", 30)
+            hog = asyncio.get_running_loop().call_later(0.05, _hog, asyncio.get_running_loop())
+            _, lag = await drive(client, reqs, prepare(reqs, "paced", "completions"), 4, [0.0] * 4)
+            hog.cancel()
+            return lag
+
+    lag = asyncio.run(go())
+    assert lag.saturated and lag.summary()["max_loop_lag_ms"] >= 20
+
+
+def _hog(loop: asyncio.AbstractEventLoop) -> None:
+    # Stands for a client doing too much per event: it holds the loop for 30 ms at a time.
+    time.sleep(0.03)
+    loop.call_later(0.01, _hog, loop)
