@@ -22,6 +22,7 @@ import httpx
 
 from objectives.records import BenchRequest, RequestRecord
 from objectives.sse import MalformedChunk, SSEParser, decode
+from objectives.transport import LeanTransport
 
 Api = Literal["completions", "chat"]
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -51,13 +52,12 @@ def request_body(req: BenchRequest, model: str, api: Api) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def make_http_client(base_url: str, concurrency: int, timeout_s: float) -> httpx.AsyncClient:
-    """The run's one client: a pool as large as the largest tier, explicit timeouts."""
-    # Two spare connections so /metrics scrapes never queue behind a full tier.
-    size = concurrency + 2
-    limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+def make_http_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
+    """The run's one client, on the lean streaming transport, with explicit timeouts."""
     timeout = httpx.Timeout(connect=30.0, read=timeout_s, write=60.0, pool=timeout_s)
-    return httpx.AsyncClient(base_url=server_root(base_url), limits=limits, timeout=timeout)
+    return httpx.AsyncClient(
+        base_url=server_root(base_url), transport=LeanTransport(), timeout=timeout
+    )
 
 
 class StreamingClient:
@@ -72,7 +72,7 @@ class StreamingClient:
         try:
             async with asyncio.timeout(self.timeout_s):
                 await self._send_retrying(rec, body)
-        except TimeoutError:
+        except (TimeoutError, httpx.TimeoutException):
             rec.error = "timeout"
         except MalformedChunk:
             rec.error = "malformed chunk"
@@ -93,7 +93,11 @@ class StreamingClient:
             await self._stream(rec, body)
 
     async def _stream(self, rec: RequestRecord, body: bytes) -> None:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "accept-encoding": "identity",
+        }
         async with self.http.stream("POST", self.path, content=body, headers=headers) as resp:
             if resp.status_code != 200:
                 await resp.aread()
@@ -105,8 +109,9 @@ class StreamingClient:
 async def _read_stream(resp: httpx.Response, rec: RequestRecord) -> None:
     parser = SSEParser()
     state = _StreamState()
+    clock = resp.extensions.get("arrival_time", perf_counter)
     async for raw in resp.aiter_raw():
-        now = perf_counter()
+        now = clock()
         for payload in parser.feed(raw):
             state.event(payload, now, rec)
     for payload in parser.close():

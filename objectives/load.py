@@ -143,7 +143,7 @@ async def run_http(
 
     assert endpoint.base_url is not None
     timeout = workload.request_timeout_s
-    async with make_http_client(endpoint.base_url, max(workload.tiers), timeout) as http:
+    async with make_http_client(endpoint.base_url, timeout) as http:
         client = StreamingClient(http, workload.endpoint, timeout)
         warm = build_warmup(workload, base_dir)
         if warm:

@@ -64,8 +64,8 @@ def decode(payload: bytes) -> dict[str, Any] | None:
     if payload.strip() == DONE:
         return None
     try:
-        obj = json.loads(payload)
-    except ValueError as err:
+        obj = json.loads(payload.decode())  # str input skips json's encoding sniffing
+    except (ValueError, UnicodeDecodeError) as err:
         raise MalformedChunk(f"malformed chunk: {payload[:80]!r}") from err
     if not isinstance(obj, dict):
         raise MalformedChunk(f"malformed chunk: {payload[:80]!r}")

@@ -72,7 +72,7 @@ def test_a_blocked_event_loop_marks_the_tier_client_saturated(paced_server: str)
     reqs = [BenchRequest([1, 2], 2, 20)] * 4
 
     async def go() -> ClientLag:
-        async with make_http_client(paced_server, 4, 30) as http:
+        async with make_http_client(paced_server, 30) as http:
             client = StreamingClient(http, "completions", 30)
             hog = asyncio.get_running_loop().call_later(0.05, _hog, asyncio.get_running_loop())
             _, lag = await drive(client, reqs, prepare(reqs, "paced", "completions"), 4, [0.0] * 4)
