@@ -30,6 +30,7 @@ class Pacer:
     def __init__(self, itl_s: float, ttft_s: float) -> None:
         self.itl_s, self.ttft_s = itl_s, ttft_s
         self.gaps: list[np.ndarray] = []
+        self.request_gaps: list[float] = []  # mean gap of each request: what TPOT measures
         self.events = 0
         self.first_write = 0.0
         self.last_write = 0.0
@@ -39,8 +40,13 @@ class Pacer:
 
     def stats(self) -> dict[str, float]:
         gaps = np.concatenate(self.gaps) * 1000 if self.gaps else np.zeros(1)
+        per_req = np.asarray(self.request_gaps or [0.0]) * 1000
         span = self.last_write - self.first_write
         return {
+            "tpot_ms_p50": float(np.percentile(per_req, 50)),
+            "tpot_ms_p99": float(np.percentile(per_req, 99)),
+            "first_write": self.first_write,
+            "last_write": self.last_write,
             "events": self.events,
             "event_rate": self.events / span if span > 0 else 0.0,
             "itl_ms_nominal": self.itl_s * 1000,
@@ -146,6 +152,7 @@ class Stream:
         self.p.running -= 1
         if self.k > 1:
             self.p.gaps.append(np.diff(self.times[: self.k]))
+            self.p.request_gaps.append((self.times[self.k - 1] - self.times[0]) / (self.k - 1))
         if self.k:
             self.p.first_write = self.p.first_write or float(self.times[0])
             self.p.last_write = max(self.p.last_write, float(self.times[self.k - 1]))
@@ -201,6 +208,7 @@ async def _serve_one(
         "/health": lambda: _plain("200 OK", b""),
         "/metrics": lambda: _plain("200 OK", pacer.metrics().encode(), b"text/plain"),
         "/stats": lambda: _plain("200 OK", json.dumps(pacer.stats()).encode()),
+        "/count": lambda: _plain("200 OK", json.dumps({"events": pacer.events}).encode()),
         "/v1/models": lambda: _plain("200 OK", b'{"object":"list","data":[{"id":"paced"}]}'),
     }
     writer.write(routes.get(path, lambda: _plain("404 Not Found", b"{}"))())

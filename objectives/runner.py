@@ -30,6 +30,7 @@ from objectives.workload import WorkloadSpec
 from tuner.errors import TunerError
 
 OnTier = Callable[[TierResult], None]
+OnRequest = Callable[[RequestRecord], None]
 
 
 def run_benchmark(
@@ -38,12 +39,19 @@ def run_benchmark(
     slos: Sequence[SLO] = (),
     on_tier: OnTier | None = None,
     base_dir: Path | None = None,
+    on_request: OnRequest | None = None,
 ) -> list[TierResult]:
-    """Measure every tier of ``workload`` against ``endpoint``; see the module docstring."""
+    """Measure every tier of ``workload`` against ``endpoint``; see the module docstring.
+
+    ``base_dir`` resolves relative dataset paths; ``on_request`` sees every measured record as
+    it completes (progress display).
+    """
     results: list[TierResult] = []
     try:
         if endpoint.virtual is not None:
-            _run_virtual(endpoint.virtual, workload, slos, _collect(results, on_tier), base_dir)
+            _run_virtual(
+                endpoint.virtual, workload, slos, _collect(results, on_tier), base_dir, on_request
+            )
         elif endpoint.base_url is not None:
             from objectives.load import run_http
 
@@ -76,6 +84,7 @@ def _run_virtual(
     slos: Sequence[SLO],
     on_tier: OnTier,
     base_dir: Path | None,
+    on_request: OnRequest | None,
 ) -> None:
     warmup = build_warmup(workload, base_dir)
     if warmup:
@@ -85,6 +94,9 @@ def _run_virtual(
         before = engine.server_counters()
         records = engine.run(requests, concurrency, workload.request_rate, workload.burstiness)
         server = prom.tier_counters(before, engine.server_counters())
+        if on_request is not None:
+            for rec in records:
+                on_request(rec)
         on_tier(tier_result(records, concurrency, workload, slos, server))
 
 

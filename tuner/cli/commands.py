@@ -3,3 +3,4 @@
 from __future__ import annotations
 
 from tuner.cli import cleanup, run, show  # noqa: F401
+from tuner.cli import bench  # noqa: F401

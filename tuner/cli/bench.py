@@ -1,0 +1,221 @@
+"""``tune bench``: the trial benchmark on its own, against any running OpenAI-compatible server.
+
+Exit codes: 0 when every tier completed cleanly; 1 when a tier had failed requests or the
+client saturated (its numbers are then not the server's); 2 for a usage error; 130 on Ctrl-C,
+after writing the tiers completed so far to ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from launchers import Endpoint
+from objectives.metrics import TierResult
+from objectives.records import RequestRecord
+from objectives.runner import partial_results, run_benchmark
+from objectives.workload import WorkloadSpec
+from tuner.cli import app
+from tuner.errors import TunerError
+
+DATASETS = ("random", "sharegpt", "prefix_repetition", "long_prompt")
+
+
+def parse_tiers(text: str) -> list[int]:
+    """``"1,8,32"`` -> ``[1, 8, 32]``; anything else is a one-line user error."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise TunerError(f"--concurrency must be comma-separated integers, got {text!r}") from None
+
+
+def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
+    """The ``WorkloadSpec`` the flags describe (same validation as a space file's workload)."""
+    kind = opts["dataset"]
+    datasets: dict[str, dict[str, Any]] = {
+        "random": {
+            "input_len": opts["input_len"],
+            "output_len": opts["output_len"],
+            "range_ratio": opts["range_ratio"],
+            "prefix_len": opts["prefix_len"],
+        },
+        "sharegpt": {"path": opts["dataset_path"], "output_len": opts["fixed_output_len"]},
+        "prefix_repetition": {
+            "num_prefixes": opts["num_prefixes"],
+            "repeats": opts["repeats"],
+            "prefix_len": opts["prefix_len"] or opts["input_len"],
+            "suffix_len": opts["suffix_len"],
+            "output_len": opts["output_len"],
+        },
+        "long_prompt": {"input_len": opts["input_len"], "output_len": opts["output_len"]},
+    }
+    if kind not in datasets:
+        raise TunerError(f"--dataset {kind!r} is not one of {', '.join(DATASETS)}")
+    if kind == "sharegpt" and opts["dataset_path"] is None:
+        raise TunerError("--dataset sharegpt needs --dataset-path FILE")
+    body = {
+        "dataset": {"kind": kind, **datasets[kind]},
+        "num_prompts": opts["num_prompts"],
+        "warmup": opts["warmup"],
+        "tiers": parse_tiers(opts["concurrency"]),
+        "request_rate": opts["request_rate"],
+        "burstiness": opts["burstiness"],
+        "seed": opts["seed"],
+        "endpoint": opts["endpoint"],
+        "request_timeout_s": opts["timeout"],
+    }
+    try:
+        return WorkloadSpec.model_validate(body)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "workload"
+        raise TunerError(f"invalid benchmark options: {where}: {first['msg']}") from None
+
+
+def summary_table(results: list[TierResult]) -> Table:
+    """One row per tier, the figures users compare, in vLLM's names."""
+    table = Table(title="tune bench")
+    cols = (
+        "conc",
+        "ok",
+        "failed",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "ITL p99",
+        "flags",
+    )
+    for col in cols:
+        table.add_column(col, justify="right" if col != "flags" else "left")
+    for r in results:
+        m = r.metrics
+        flags = [f"{k}: {v}" for k, v in r.failures.items()]
+        if r.client_saturated:
+            flags.insert(0, "CLIENT-SATURATED")
+        table.add_row(
+            str(r.concurrency),
+            str(m["completed"]),
+            str(m["failed"]),
+            f"{m['request_throughput']:.2f}",
+            f"{m['output_throughput']:.1f}",
+            *(
+                f"{m[k]:.1f}"
+                for k in (
+                    "median_ttft_ms",
+                    "p99_ttft_ms",
+                    "median_tpot_ms",
+                    "p99_tpot_ms",
+                    "p99_itl_ms",
+                )
+            ),
+            ", ".join(flags),
+        )
+    return table
+
+
+def write_json(
+    path: Path, endpoint: Endpoint, spec: WorkloadSpec, results: list[TierResult]
+) -> None:
+    doc = {
+        "model": endpoint.model,
+        "base_url": endpoint.base_url,
+        "workload": spec.model_dump(mode="json"),
+        "tiers": [r.to_dict() for r in results],
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def run_bench(
+    endpoint: Endpoint, spec: WorkloadSpec, json_out: Path | None, progress: bool = True
+) -> int:
+    """Run the benchmark with a progress bar, print the table, write JSON; the exit code."""
+    console = Console(stderr=True)
+    with _progress(console, progress) as bar:
+        task = bar.add_task("warm-up", total=spec.requests_per_tier)
+
+        def on_tier(result: TierResult) -> None:
+            bar.reset(task, total=spec.requests_per_tier)
+            bar.console.print(
+                f"tier {result.concurrency}: {result.metrics['completed']} ok, "
+                f"{result.metrics['output_throughput']:.1f} tok/s"
+            )
+
+        def on_request(_: RequestRecord) -> None:
+            bar.update(task, advance=1, description="measuring")
+
+        try:
+            results = run_benchmark(endpoint, spec, on_tier=on_tier, on_request=on_request)
+        except KeyboardInterrupt as exc:
+            if json_out is not None:
+                write_json(json_out, endpoint, spec, partial_results(exc))
+            raise
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=160)  # a file or pipe gets the whole table, not 80 columns
+    out.print(summary_table(results))
+    if json_out is not None:
+        write_json(json_out, endpoint, spec, results)
+    bad = any(r.has_failures or r.client_saturated for r in results)
+    return 1 if bad else 0
+
+
+def _progress(console: Console, enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not enabled,
+        transient=True,
+    )
+
+
+@app.command("bench")
+def bench(
+    url: str = typer.Option(..., "--url", help="Server base URL, e.g. http://127.0.0.1:8000"),
+    model: str = typer.Option(..., "--model", help="Model name the server serves."),
+    concurrency: str = typer.Option("1,8,32", help="Comma-separated concurrency tiers."),
+    dataset: str = typer.Option(
+        "random", help="random | sharegpt | prefix_repetition | long_prompt"
+    ),
+    dataset_path: Annotated[
+        Path | None, typer.Option(help="ShareGPT-style JSON / JSONL file.")
+    ] = None,
+    input_len: int = typer.Option(1024, help="Prompt tokens (random, long_prompt)."),
+    output_len: int = typer.Option(128, help="Output tokens (max_tokens with ignore_eos)."),
+    fixed_output_len: int | None = typer.Option(None, help="sharegpt: fixed output length."),
+    range_ratio: float = typer.Option(0.0, help="random: length spread, as vllm."),
+    prefix_len: int = typer.Option(0, help="Shared prefix tokens (random, prefix_repetition)."),
+    suffix_len: int = typer.Option(0, help="prefix_repetition: per-request suffix tokens."),
+    num_prefixes: int = typer.Option(1, help="prefix_repetition: distinct prompts."),
+    repeats: int = typer.Option(1, help="prefix_repetition: sends of each prompt."),
+    num_prompts: int | None = typer.Option(None, help="Measured requests per tier."),
+    warmup: int = typer.Option(1, help="Requests sent first, not measured."),
+    request_rate: float | None = typer.Option(None, help="Open-loop requests/s (default off)."),
+    burstiness: float = typer.Option(1.0, help="Gamma shape of arrivals (1 = Poisson)."),
+    seed: int = typer.Option(0, help="Seed of every random choice."),
+    endpoint: str = typer.Option("completions", help="completions | chat"),
+    timeout: float = typer.Option(600.0, help="Per-request timeout in seconds."),
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write per-tier JSON here.")
+    ] = None,
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+) -> None:
+    """Benchmark a running server at each concurrency tier (vllm bench serve's metrics)."""
+    opts = dict(locals())
+    if num_prompts is None and dataset in ("random", "sharegpt"):
+        opts["num_prompts"] = 200
+    spec = bench_workload(opts)
+    code = run_bench(Endpoint(model=model, base_url=url), spec, json_out, progress)
+    raise typer.Exit(code)
