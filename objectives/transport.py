@@ -262,9 +262,10 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._discard(conn)
             raise
         body = _Body(self, key, conn, timeouts.get("read"))
-        return httpx.Response(
-            status, headers=headers, stream=body, extensions={"http_version": b"HTTP/1.1"}
-        )
+        # "arrival_time" lets a reader stamp each raw read when it reached the socket rather
+        # than when its task got to run.
+        extensions = {"http_version": b"HTTP/1.1", "arrival_time": lambda: body.arrival}
+        return httpx.Response(status, headers=headers, stream=body, extensions=extensions)
 
     async def _acquire(self, key: tuple[str, int], timeout: float | None) -> _Conn:
         idle = self._idle.get(key, [])

@@ -1,8 +1,8 @@
 """``tune bench``: the trial benchmark on its own, against any running OpenAI-compatible server.
 
 Exit codes: 0 when every tier completed cleanly; 1 when a tier had failed requests or the
-client saturated (its numbers are then not the server's); 2 for a usage error; 130 on Ctrl-C,
-after writing the tiers completed so far to ``--json``.
+client saturated (its numbers are then not the server's; the table and JSON are still written);
+2 for a usage error; 130 on Ctrl-C, after writing the tiers completed so far to ``--json``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,12 @@ from tuner.cli import app
 from tuner.errors import TunerError
 
 DATASETS = ("random", "sharegpt", "prefix_repetition", "long_prompt")
+
+
+class BenchIncomplete(TunerError):
+    """The benchmark ran, but some tier's numbers are not the server's alone (exit code 1)."""
+
+    exit_code = 1
 
 
 def parse_tiers(text: str) -> list[int]:
@@ -138,7 +144,12 @@ def write_json(
 def run_bench(
     endpoint: Endpoint, spec: WorkloadSpec, json_out: Path | None, progress: bool = True
 ) -> int:
-    """Run the benchmark with a progress bar, print the table, write JSON; the exit code."""
+    """Run the benchmark with a progress bar, print the table, write JSON; 0 when clean.
+
+    Raises:
+        BenchIncomplete: after printing and writing everything, when a tier had failed
+            requests or a saturated client.
+    """
     console = Console(stderr=True)
     with _progress(console, progress) as bar:
         task = bar.add_task("warm-up", total=spec.requests_per_tier)
@@ -165,8 +176,13 @@ def run_bench(
     out.print(summary_table(results))
     if json_out is not None:
         write_json(json_out, endpoint, spec, results)
-    bad = any(r.has_failures or r.client_saturated for r in results)
-    return 1 if bad else 0
+    failed = [str(r.concurrency) for r in results if r.has_failures]
+    saturated = [str(r.concurrency) for r in results if r.client_saturated]
+    if failed or saturated:
+        parts = [f"failed requests at tiers {','.join(failed)}"] if failed else []
+        parts += [f"client saturated at tiers {','.join(saturated)}"] if saturated else []
+        raise BenchIncomplete("; ".join(parts))
+    return 0
 
 
 def _progress(console: Console, enabled: bool) -> Progress:
@@ -217,5 +233,4 @@ def bench(
     if num_prompts is None and dataset in ("random", "sharegpt"):
         opts["num_prompts"] = 200
     spec = bench_workload(opts)
-    code = run_bench(Endpoint(model=model, base_url=url), spec, json_out, progress)
-    raise typer.Exit(code)
+    run_bench(Endpoint(model=model, base_url=url), spec, json_out, progress)
