@@ -2,5 +2,4 @@
 
 from __future__ import annotations
 
-from tuner.cli import cleanup, run, show  # noqa: F401
-from tuner.cli import bench  # noqa: F401
+from tuner.cli import bench, cleanup, run, show  # noqa: F401
