@@ -93,7 +93,9 @@ def _run_virtual(
         requests = build_requests(workload, base_dir, round=i)
         before = engine.server_counters()
         records = engine.run(requests, concurrency, workload.request_rate, workload.burstiness)
-        server = prom.tier_counters(before, engine.server_counters())
+        # A virtual engine's gauges are end-of-tier values, not peaks: left out.
+        after = {k: v for k, v in engine.server_counters().items() if k not in prom.GAUGES}
+        server = prom.tier_counters(before, after)
         if on_request is not None:
             for rec in records:
                 on_request(rec)
