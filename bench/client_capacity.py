@@ -12,7 +12,8 @@ pacing it really delivered). For 64, 256 and 1024 concurrent streams it prints, 
 - TPOT error: the client's per-request mean-gap percentile (vLLM TPOT; guidellm and aiperf call
   it ITL) minus the server's true per-request mean gap.
 
-Our client is ``python -m tuner bench``; the peer is guidellm from PyPI in its own venv:
+Our client is ``python -m tuner bench`` (``tune x2``: two client processes, ``--workers 2``,
+from 256 streams); the peer is guidellm from PyPI in its own venv:
 ``python -m venv .cache/peer && .cache/peer/bin/pip install guidellm==0.8.1``.
 Usage: ``python bench/client_capacity.py [--concurrency 64,256,1024] [--itl-ms 25]``.
 """
@@ -28,7 +29,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,8 +130,10 @@ def run_client(name: str, cmd: list[str], server: PacedServer, row: Row) -> None
         row.note = f"{name} exited {proc.returncode}: {err[0][-300:].decode(errors='replace')}"
 
 
-def ours(streams: int, args: argparse.Namespace, server: PacedServer, out: Path) -> Row:
-    row = Row("tune", streams)
+def ours(
+    streams: int, args: argparse.Namespace, server: PacedServer, *, out: Path, workers: int = 1
+) -> Row:
+    row = Row("tune" if workers == 1 else f"tune x{workers}", streams)
     cmd = [
         sys.executable,
         "-m",
@@ -151,6 +156,8 @@ def ours(streams: int, args: argparse.Namespace, server: PacedServer, out: Path)
         "--json",
         str(out),
         "--no-progress",
+        "--workers",
+        str(workers),
     ]
     run_client("tune bench", cmd, server, row)
     truth = server.stats()
@@ -171,7 +178,7 @@ def ours(streams: int, args: argparse.Namespace, server: PacedServer, out: Path)
     return row
 
 
-def guidellm(streams: int, args: argparse.Namespace, server: PacedServer, work: Path) -> Row:
+def guidellm(streams: int, args: argparse.Namespace, server: PacedServer, *, work: Path) -> Row:
     row = Row("guidellm", streams)
     data = work / f"data-{streams}.jsonl"
     with data.open("w") as f:
@@ -249,8 +256,16 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=2, help="requests per stream")
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--workers", default="1,2", help="our client's process counts to run")
+    ap.add_argument(
+        "--multi-from",
+        type=int,
+        default=256,
+        help="several of our processes only from this many streams",
+    )
     args = ap.parse_args()
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
+    args.workers = [int(w) for w in args.workers.split(",")]
     peer = not args.no_peer and PEER.exists()
     if not args.no_peer and not PEER.exists():
         print(f"peer client missing ({PEER}); install it as the docstring says", file=sys.stderr)
@@ -262,12 +277,17 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for streams in args.concurrency:
-            clients = [("tune", ours)] + ([("guidellm", guidellm)] if peer else [])
-            for _name, fn in clients:
+            runs: list[Callable[[PacedServer], Row]] = [
+                partial(ours, streams, args, out=Path(tmp) / f"tune-{streams}-{w}.json", workers=w)
+                for w in args.workers
+                if w == 1 or streams >= args.multi_from
+            ]
+            if peer:
+                runs.append(partial(guidellm, streams, args, work=Path(tmp)))
+            for run in runs:
                 server = PacedServer(args.itl_ms)
                 try:
-                    target = Path(tmp) / f"tune-{streams}.json" if fn is ours else Path(tmp)
-                    rows.append(fn(streams, args, server, target))
+                    rows.append(run(server))
                 finally:
                     server.stop()
                 print(f"  done: {rows[-1].client} at {streams} streams", file=sys.stderr)

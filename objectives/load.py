@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
+from typing import Any
 
 import httpx
 import numpy as np
@@ -34,10 +35,15 @@ from objectives.workload import WorkloadSpec
 # carries that delay), or when open-loop sends miss their schedule. Occasional loop delays from
 # other processes on the machine show up in the p99 figures but do not by themselves mean the
 # client could not keep up.
+# A loop late by a quarter of the tier's p99 ITL (or 5 ms) at its own p99 has visibly moved
+# the tail figures the objectives read.
 SATURATED_CPU_SHARE = 0.85
 SATURATED_LOOP_LAG_MS = 2.0  # median
 SATURATED_SEND_LAG_MS = 50.0  # p99
+SATURATED_TAIL_SHARE = 0.25  # p99 loop lag over p99 ITL
+SATURATED_TAIL_FLOOR_MS = 5.0
 _PROBE_S = 0.005
+OnRequest = Callable[[RequestRecord], None]
 _SCRAPE_S = 1.0
 
 
@@ -49,9 +55,11 @@ class ClientLag:
     send_lag_s: list[float] = field(default_factory=list)
     cpu_s: float = 0.0
     wall_s: float = 0.0
+    workers: int = 1  # client processes the figures come from
 
     def summary(self) -> dict[str, float]:
-        out: dict[str, float] = {"cpu_share": self.cpu_s / self.wall_s if self.wall_s else 0.0}
+        busy = self.cpu_s / (self.wall_s * self.workers) if self.wall_s else 0.0
+        out: dict[str, float] = {"cpu_share": busy, "workers": float(self.workers)}
         for name, values in (("loop_lag", self.loop_lag_s), ("send_lag", self.send_lag_s)):
             arr = np.asarray(values or [0.0]) * 1000
             out[f"p50_{name}_ms"] = float(np.percentile(arr, 50))
@@ -59,13 +67,15 @@ class ClientLag:
             out[f"max_{name}_ms"] = float(arr.max())
         return out
 
-    @property
-    def saturated(self) -> bool:
+    def saturated(self, p99_itl_ms: float = 0.0) -> bool:
+        """Whether the client, not the server, limited a tier whose p99 ITL was this."""
         s = self.summary()
+        tail = max(SATURATED_TAIL_FLOOR_MS, SATURATED_TAIL_SHARE * p99_itl_ms)
         return (
             s["cpu_share"] > SATURATED_CPU_SHARE
             or s["p50_loop_lag_ms"] > SATURATED_LOOP_LAG_MS
             or s["p99_send_lag_ms"] > SATURATED_SEND_LAG_MS
+            or s["p99_loop_lag_ms"] > tail
         )
 
 
@@ -84,12 +94,19 @@ async def drive(
     concurrency: int,
     arrivals: Sequence[float],
     on_request: Callable[[RequestRecord], None] | None = None,
+    start: float | None = None,
 ) -> tuple[list[RequestRecord], ClientLag]:
-    """Send every request with at most ``concurrency`` in flight; records in request order."""
+    """Send every request with at most ``concurrency`` in flight; records in request order.
+
+    ``start`` (a ``perf_counter`` time, default now) is when the tier begins: arrival offsets
+    count from it, and several processes given the same ``start`` begin together.
+    """
     records: list[RequestRecord | None] = [None] * len(requests)
     lag = ClientLag()
     next_index = iter(range(len(requests)))
-    start = perf_counter()
+    start = perf_counter() if start is None else start
+    if start > perf_counter():
+        await asyncio.sleep(start - perf_counter())
 
     async def worker() -> None:
         for i in next_index:
@@ -144,44 +161,73 @@ async def _sample_gauges(http: httpx.AsyncClient, out: list[dict[str, float]]) -
             out.append(snap)
 
 
+Drive = Callable[
+    [Sequence[BenchRequest], Sequence[bytes], int, Sequence[float], OnRequest | None],
+    Awaitable[tuple[list[RequestRecord], ClientLag]],
+]
+
+
 async def run_http(
     endpoint: Endpoint,
     workload: WorkloadSpec,
     slos: Sequence[SLO],
     on_tier: Callable[[TierResult], None],
     base_dir: Path | None,
-    on_request: Callable[[RequestRecord], None] | None = None,
+    on_request: OnRequest | None = None,
+    workers: int = 1,
 ) -> None:
-    """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``."""
+    """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``.
+
+    With ``workers > 1`` the measured requests go through that many client processes
+    (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process.
+    """
     from objectives.runner import tier_result
+    from objectives.workers import WorkerPool
 
     assert endpoint.base_url is not None
     timeout = workload.request_timeout_s
-    async with make_http_client(endpoint.base_url, timeout) as http:
-        client = StreamingClient(http, workload.endpoint, timeout)
-        warm = build_warmup(workload, base_dir)
-        if warm:
-            bodies = prepare(warm, endpoint.model, workload.endpoint)
-            await drive(client, warm, bodies, min(len(warm), workload.tiers[0]), [0.0] * len(warm))
-        for i, concurrency in enumerate(workload.tiers):
-            requests = build_requests(workload, base_dir, round=i)
-            records, lag, server = await _tier(
-                http, client, requests, endpoint.model, workload, concurrency, on_request
-            )
-            result: TierResult = tier_result(
-                records, concurrency, workload, slos, server, lag.summary(), lag.saturated
-            )
-            on_tier(result)
+    pool = (
+        WorkerPool(workers, endpoint.base_url, workload.endpoint, timeout) if workers > 1 else None
+    )
+    try:
+        async with make_http_client(endpoint.base_url, timeout) as http:
+            client = StreamingClient(http, workload.endpoint, timeout)
+
+            async def in_process(*args: Any) -> tuple[list[RequestRecord], ClientLag]:
+                return await drive(client, *args)
+
+            send: Drive = pool.drive if pool is not None else in_process
+            await _warm_up(client, workload, endpoint.model, base_dir)
+            for i, concurrency in enumerate(workload.tiers):
+                requests = build_requests(workload, base_dir, round=i)
+                records, lag, server = await _tier(
+                    http, send, requests, endpoint.model, workload, concurrency, on_request
+                )
+                result = tier_result(records, concurrency, workload, slos, server, lag.summary())
+                result.client_saturated = lag.saturated(float(result.metrics["p99_itl_ms"]))
+                on_tier(result)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+async def _warm_up(
+    client: StreamingClient, workload: WorkloadSpec, model: str, base_dir: Path | None
+) -> None:
+    warm = build_warmup(workload, base_dir)
+    if warm:
+        bodies = prepare(warm, model, workload.endpoint)
+        await drive(client, warm, bodies, min(len(warm), workload.tiers[0]), [0.0] * len(warm))
 
 
 async def _tier(
     http: httpx.AsyncClient,
-    client: StreamingClient,
+    send: Drive,
     requests: Sequence[BenchRequest],
     model: str,
     workload: WorkloadSpec,
     concurrency: int,
-    on_request: Callable[[RequestRecord], None] | None,
+    on_request: OnRequest | None,
 ) -> tuple[list[RequestRecord], ClientLag, dict[str, float]]:
     bodies = prepare(requests, model, workload.endpoint)
     arrivals = arrival_offsets(
@@ -191,7 +237,7 @@ async def _tier(
     samples: list[dict[str, float]] = []
     sampler = asyncio.create_task(_sample_gauges(http, samples)) if before is not None else None
     try:
-        records, lag = await drive(client, requests, bodies, concurrency, arrivals, on_request)
+        records, lag = await send(requests, bodies, concurrency, arrivals, on_request)
     finally:
         if sampler is not None:
             sampler.cancel()

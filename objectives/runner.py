@@ -40,11 +40,13 @@ def run_benchmark(
     on_tier: OnTier | None = None,
     base_dir: Path | None = None,
     on_request: OnRequest | None = None,
+    client_workers: int = 1,
 ) -> list[TierResult]:
     """Measure every tier of ``workload`` against ``endpoint``; see the module docstring.
 
     ``base_dir`` resolves relative dataset paths; ``on_request`` sees every measured record as
-    it completes (progress display).
+    it completes (progress display); ``client_workers`` > 1 sends each HTTP tier from that many
+    client processes (``objectives.workers``).
     """
     results: list[TierResult] = []
     try:
@@ -55,7 +57,10 @@ def run_benchmark(
         elif endpoint.base_url is not None:
             from objectives.load import run_http
 
-            asyncio.run(run_http(endpoint, workload, slos, _collect(results, on_tier), base_dir))
+            collect = _collect(results, on_tier)
+            asyncio.run(
+                run_http(endpoint, workload, slos, collect, base_dir, on_request, client_workers)
+            )
         else:
             raise TunerError("endpoint has neither a base_url nor a virtual engine")
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:

@@ -39,7 +39,13 @@ def test_arrivals_are_seeded_gamma_gaps() -> None:
 
 
 def test_http_tiers_against_a_real_server(paced_server: str) -> None:
-    results = run_benchmark(Endpoint("paced", base_url=paced_server + "/v1"), workload())
+    done: list[bool] = []
+    results = run_benchmark(
+        Endpoint("paced", base_url=paced_server + "/v1"),
+        workload(),
+        on_request=lambda rec: done.append(rec.success),
+    )
+    assert done == [True] * 16  # measured requests only, warm-up excluded
     assert [r.concurrency for r in results] == [1, 4]
     for r in results:
         m = r.metrics
@@ -81,7 +87,8 @@ def test_a_blocked_event_loop_marks_the_tier_client_saturated(paced_server: str)
 
     lag = asyncio.run(go())
     summary = lag.summary()
-    assert lag.saturated and summary["max_loop_lag_ms"] >= 20 and "cpu_share" in summary
+    assert lag.saturated(p99_itl_ms=20.0) and summary["max_loop_lag_ms"] >= 20
+    assert "cpu_share" in summary
 
 
 def _hog(loop: asyncio.AbstractEventLoop) -> None:
@@ -90,3 +97,16 @@ def _hog(loop: asyncio.AbstractEventLoop) -> None:
     while time.perf_counter() < end:
         pass
     loop.call_later(0.002, _hog, loop)
+
+
+def test_saturation_rules() -> None:
+    calm = ClientLag(loop_lag_s=[0.0005] * 99 + [0.004], cpu_s=1.0, wall_s=10.0)
+    assert not calm.saturated(p99_itl_ms=30.0)
+    busy = ClientLag(loop_lag_s=[0.0005] * 10, cpu_s=9.0, wall_s=10.0)
+    assert busy.saturated()  # CPU-bound
+    late = ClientLag(loop_lag_s=[0.003] * 10, cpu_s=1.0, wall_s=10.0)
+    assert late.saturated(p99_itl_ms=1000.0)  # every timestamp 3 ms late
+    tail = ClientLag(loop_lag_s=[0.0005] * 90 + [0.02] * 10, cpu_s=1.0, wall_s=10.0)
+    assert tail.saturated(p99_itl_ms=30.0) and not tail.saturated(p99_itl_ms=500.0)
+    behind = ClientLag(loop_lag_s=[0.0], send_lag_s=[0.2] * 5, cpu_s=1.0, wall_s=10.0)
+    assert behind.saturated()  # open-loop schedule missed

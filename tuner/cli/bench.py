@@ -142,7 +142,11 @@ def write_json(
 
 
 def run_bench(
-    endpoint: Endpoint, spec: WorkloadSpec, json_out: Path | None, progress: bool = True
+    endpoint: Endpoint,
+    spec: WorkloadSpec,
+    json_out: Path | None,
+    progress: bool = True,
+    workers: int = 1,
 ) -> int:
     """Run the benchmark with a progress bar, print the table, write JSON; 0 when clean.
 
@@ -165,7 +169,9 @@ def run_bench(
             bar.update(task, advance=1, description="measuring")
 
         try:
-            results = run_benchmark(endpoint, spec, on_tier=on_tier, on_request=on_request)
+            results = run_benchmark(
+                endpoint, spec, on_tier=on_tier, on_request=on_request, client_workers=workers
+            )
         except KeyboardInterrupt as exc:
             if json_out is not None:
                 write_json(json_out, endpoint, spec, partial_results(exc))
@@ -227,10 +233,14 @@ def bench(
         Path | None, typer.Option("--json", help="Write per-tier JSON here.")
     ] = None,
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    workers: int = typer.Option(
+        1, min=1, help="Client processes per tier (when one cannot keep up; see CPU share)."
+    ),
 ) -> None:
     """Benchmark a running server at each concurrency tier (vllm bench serve's metrics)."""
     opts = dict(locals())
+    opts.pop("workers")
     if num_prompts is None and dataset in ("random", "sharegpt"):
         opts["num_prompts"] = 200
     spec = bench_workload(opts)
-    run_bench(Endpoint(model=model, base_url=url), spec, json_out, progress)
+    run_bench(Endpoint(model=model, base_url=url), spec, json_out, progress, workers)
