@@ -92,13 +92,13 @@ class DockerSettings(LauncherSettings):
     )
     cache_dirs: list[str] = Field(
         default_factory=lambda: list(DEFAULT_CACHE_DIRS),
-        description="Container cache folders kept under cache_root.",
+        description="Compile/JIT cache folders kept across trials: CONTAINER (kept under "
+        "cache_root) or HOST:CONTAINER.",
     )
     entrypoint: Literal["argv", "image"] = Field(
         "argv",
         description="argv: run the engine command as is; image: pass it to the image's entrypoint.",
     )
-    ready_timeout_s: float = Field(1800.0, gt=0, description="Seconds to become ready.")
     health_path: str = Field("/health", description="Path that answers 200 once up.")
     server_info_path: str | None = Field(
         None, description="Path of the engine's config report (vLLM: /server_info, dev mode)."
@@ -127,6 +127,14 @@ class DockerSettings(LauncherSettings):
             if len(parts) == 3 and parts[2] not in ("ro", "rw"):
                 raise ValueError(f"volume {spec!r}: mode must be ro or rw, got {parts[2]!r}")
         return volumes
+
+    @field_validator("cache_dirs")
+    @classmethod
+    def _cache_syntax(cls, dirs: list[str]) -> list[str]:
+        for spec in dirs:
+            if len(spec.split(":")) > 2 or not spec.split(":")[-1].startswith("/"):
+                raise ValueError(f"cache dir {spec!r} is not /CONTAINER or HOST:/CONTAINER")
+        return dirs
 
     @model_validator(mode="after")
     def _one_accelerator_kind(self) -> DockerSettings:
@@ -328,14 +336,18 @@ def _binds(volumes: list[str]) -> dict[str, dict[str, str]]:
 
 
 def _cache_binds(settings: DockerSettings) -> dict[str, dict[str, str]]:
-    if settings.cache_root is None:
-        return {}
-    root = Path(settings.cache_root).expanduser()
+    root = Path(settings.cache_root).expanduser() if settings.cache_root else None
     out = {}
-    for path in settings.cache_dirs:
-        host = root / path.strip("/").replace("/", "_")
-        host.mkdir(parents=True, exist_ok=True)
-        out[str(host)] = {"bind": path, "mode": "rw"}
+    for spec in settings.cache_dirs:
+        host, _, path = spec.rpartition(":")
+        if host:
+            folder = Path(host).expanduser()
+        elif root is not None:
+            folder = root / path.strip("/").replace("/", "_")
+        else:
+            continue  # no cache_root: only explicitly placed caches are kept
+        folder.mkdir(parents=True, exist_ok=True)  # else docker creates it, root-owned
+        out[str(folder)] = {"bind": path, "mode": "rw"}
     return out
 
 

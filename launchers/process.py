@@ -40,9 +40,6 @@ from tuner.errors import FailureKind, LaunchError, TunerError
 class ProcessSettings(LauncherSettings):
     """``target:`` settings of a local command."""
 
-    ready_timeout_s: float = Field(
-        1800.0, gt=0, description="Seconds the engine may take to serve before the trial fails."
-    )
     cwd: Path | None = Field(None, description="Working directory of the command (default: ours).")
     health_path: str = Field("/health", description="Path that answers 200 once the engine is up.")
     stop_grace_s: float = Field(
