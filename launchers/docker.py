@@ -81,7 +81,9 @@ class DockerSettings(LauncherSettings):
     )
     shm_size: str = Field("16g", description="Size of /dev/shm in the container.")
     volumes: list[str] = Field(
-        default_factory=list, description="Bind mounts as HOST:CONTAINER[:ro|rw], like docker -v."
+        default_factory=list,
+        description="Mounts as HOST:CONTAINER[:ro|rw], like docker -v; a HOST starting with . "
+        "is relative to the working directory, a bare name is a docker volume.",
     )
     model_cache: str | None = Field(
         None, description="Host model folder mounted at /root/.cache/huggingface."
@@ -331,7 +333,9 @@ def _binds(volumes: list[str]) -> dict[str, dict[str, str]]:
     out = {}
     for spec in volumes:
         host, container, *mode = spec.split(":")
-        out[str(Path(host).expanduser())] = {"bind": container, "mode": mode[0] if mode else "rw"}
+        if host.startswith((".", "~", "/")):  # else a named docker volume, passed as is
+            host = str(Path(host).expanduser().resolve())
+        out[host] = {"bind": container, "mode": mode[0] if mode else "rw"}
     return out
 
 

@@ -118,9 +118,9 @@ def test_refusal_fails_fast_as_a_config_fault(kind: str, recipe: Recipe, tmp_pat
         pytest.skip(f"{kind} starts no engine, so none can refuse")
     cls = launcher_class(kind)
     with cls(cls.settings_model.model_validate(recipe.settings)) as launcher:
-        launcher.start(recipe.refusing, tmp_path)
         began = time.monotonic()
-        with pytest.raises(LaunchError) as caught:
+        with pytest.raises(LaunchError) as caught:  # from start() or from wait_ready()
+            launcher.start(recipe.refusing, tmp_path)
             launcher.wait_ready(120)
         assert time.monotonic() - began < 5
     assert caught.value.kind.is_config_fault

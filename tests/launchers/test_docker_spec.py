@@ -41,6 +41,13 @@ def test_cache_dirs_under_root_or_placed(tmp_path: Path) -> None:
     assert without_root["volumes"] == {}
 
 
+def test_volumes_paths_and_named_volumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = spec(tmp_path, volumes=[".:/opt/tune:ro", "hf-cache:/root/.cache/huggingface"])
+    assert out["volumes"][str(tmp_path)] == {"bind": "/opt/tune", "mode": "ro"}
+    assert out["volumes"]["hf-cache"] == {"bind": "/root/.cache/huggingface", "mode": "rw"}
+
+
 def test_config_devices_override_settings(tmp_path: Path) -> None:
     config = loopback_config(8000, devices=("6", "7"))
     settings = DockerSettings.model_validate({"image": "i", "npus": ["0", "1"], "cache_root": None})
