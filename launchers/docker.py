@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import threading
 import time
 import uuid
@@ -31,6 +32,7 @@ from launchers._http import (
     ExitInfo,
     LogCapture,
     port_in_use,
+    probe_host,
     pump,
     secret_values,
     served_model,
@@ -257,6 +259,8 @@ class DockerLauncher(Launcher):
             self._container.reload()
         except NotFound:
             return ExitInfo(code=-1)  # removed under us (`tune cleanup --force`)
+        except _daemon_errors() as err:
+            raise LaunchError(f"docker daemon lost: {err}", FailureKind.INFRA) from None
         state = self._container.attrs["State"]
         if state["Status"] in ("created", "running", "restarting"):
             return None
@@ -267,22 +271,30 @@ class DockerLauncher(Launcher):
     def logs(self) -> str:
         return self._capture.text() if self._capture is not None else ""
 
-    def stop(self) -> None:
+    def _remove(self, container: Any) -> None:
         from docker.errors import APIError, NotFound
 
+        # Gone already, or never started: the removal below settles it.
+        with contextlib.suppress(NotFound, APIError, *_daemon_errors()):
+            container.stop(timeout=self.settings.stop_grace_s)
+        try:
+            container.remove(force=True)
+        except NotFound:
+            pass
+        except (APIError, *_daemon_errors()) as err:
+            if "already in progress" in str(err):
+                return
+            # stop() must not raise: say what is left and how to remove it.
+            line = f"[tune] container {container.name} not removed ({err}); run `tune cleanup`\n"
+            if self._capture is not None:
+                self._capture.feed(line.encode())
+            sys.stderr.write(line)
+
+    def stop(self) -> None:
         with shielded():
             container, self._container = self._container, None
             if container is not None:
-                # Gone already, or never started: the removal below settles it.
-                with contextlib.suppress(NotFound, APIError):
-                    container.stop(timeout=self.settings.stop_grace_s)
-                try:
-                    container.remove(force=True)
-                except NotFound:
-                    pass
-                except APIError as err:
-                    if "already in progress" not in str(err):
-                        raise
+                self._remove(container)
             if self._reader is not None:
                 self._reader.join(timeout=5.0)
             if self._capture is not None and not self._capture.ended.is_set():
@@ -317,9 +329,12 @@ def container_spec(settings: DockerSettings, config: EngineConfig) -> dict[str, 
     }
 
 
-def probe_host(host: str) -> str:
-    """Where to reach an engine listening on ``host`` from this machine."""
-    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+def _daemon_errors() -> tuple[type[Exception], ...]:
+    """A daemon that stopped answering: the SDK lets transport errors through unwrapped."""
+    import requests
+    from docker.errors import DockerException
+
+    return (requests.RequestException, DockerException)
 
 
 def _devices(settings: DockerSettings, config: EngineConfig) -> list[str]:

@@ -26,6 +26,7 @@ from launchers._http import (
     ExitInfo,
     LogCapture,
     port_in_use,
+    probe_host,
     pump,
     secret_values,
     served_model,
@@ -69,7 +70,7 @@ class ProcessLauncher(Launcher):
     def start(self, config: EngineConfig, trial_dir: Path) -> None:
         if self._proc is not None:
             raise RuntimeError("launcher already started; stop() it first")
-        if port_in_use(config.host, config.port):
+        if port_in_use(probe_host(config.host), config.port):
             raise LaunchError(
                 f"port {config.port} on {config.host} is already in use; "
                 "stop whatever listens there (or `tune cleanup`)",
@@ -102,7 +103,7 @@ class ProcessLauncher(Launcher):
 
     def wait_ready(self, timeout_s: float) -> Endpoint:
         config, capture = self._require_started()
-        base_url = f"http://{config.host}:{config.port}"
+        base_url = f"http://{probe_host(config.host)}:{config.port}"
         model = served_model(config)
         wait_until_ready(
             base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path

@@ -71,3 +71,17 @@ def test_config_devices_override_settings(tmp_path: Path) -> None:
 def test_bad_settings_are_refused(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         DockerSettings.model_validate({"image": "i", **settings})
+
+
+def test_stop_survives_a_lost_daemon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import docker
+
+    from launchers.docker import DockerLauncher
+
+    gone = docker.DockerClient(base_url=f"unix://{tmp_path}/no.sock", version="1.41")
+    launcher = DockerLauncher(DockerSettings.model_validate({"image": "i"}))
+    launcher._container = gone.containers.prepare_model({"Id": "abc", "Name": "/tune-x"})
+    launcher.stop()  # must not raise: it says what is left instead
+    launcher.stop()
+    err = capsys.readouterr().err
+    assert "container tune-x not removed" in err and "tune cleanup" in err
