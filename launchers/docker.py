@@ -35,7 +35,7 @@ from launchers._http import (
     served_model,
     wait_until_ready,
 )
-from launchers._knobs import KnobReport, check_knobs
+from launchers._knobs import KnobReport, record_knobs
 from launchers.cleanup import DEVICES, docker_client, shielded, stop_on_exit
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError
@@ -124,7 +124,9 @@ class DockerLauncher(Launcher):
         wait_until_ready(
             base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path
         )
-        self.knob_report = check_knobs(config, capture.text(), self._server_info(base_url))
+        self.knob_report = record_knobs(
+            config, capture.text(), capture.path.parent, self._server_info(base_url)
+        )
         error = self.knob_report.error()
         if error is not None and self.settings.verify_knobs:
             raise error

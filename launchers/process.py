@@ -32,7 +32,7 @@ from launchers._http import (
     served_model,
     wait_until_ready,
 )
-from launchers._knobs import KnobReport, check_knobs
+from launchers._knobs import KnobReport, record_knobs
 from launchers.cleanup import stop_on_exit
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError
@@ -108,7 +108,7 @@ class ProcessLauncher(Launcher):
         wait_until_ready(
             base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path
         )
-        self.knob_report = check_knobs(config, capture.text())
+        self.knob_report = record_knobs(config, capture.text(), capture.path.parent)
         error = self.knob_report.error()
         if error is not None and self.settings.verify_knobs:
             raise error
