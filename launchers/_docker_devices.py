@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from launchers.cleanup import DEVICES, MANAGED, STUDY, TRIAL
 
 if TYPE_CHECKING:
-    from launchers.docker import DockerSettings
+    from launchers._docker_spec import DockerSettings
 
 ASCEND_CONTROL_NODES = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
 

@@ -169,6 +169,11 @@ def served_model(config: EngineConfig) -> str:
     return config.model
 
 
+def probe_host(host: str) -> str:
+    """Where to reach an engine listening on ``host`` from this machine."""
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+
+
 def port_in_use(host: str, port: int) -> bool:
     """True when something already listens on ``host:port`` (a leftover engine, say)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

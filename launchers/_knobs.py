@@ -12,7 +12,8 @@ variable as unknown. A flag it does not report (a value equal to the default is 
 reports in another form (``192K`` vs ``196608``) stays *unverified*: a false alarm would throw
 away a good trial. Launchers raise ``LaunchError(kind=FailureKind.KNOB_IGNORED)`` from
 ``wait_ready`` when a knob was ignored (their ``verify_knobs`` setting turns this off) and keep
-the full ``KnobReport`` on ``launcher.knob_report`` for the study to record.
+the full ``KnobReport`` on ``launcher.knob_report`` and in ``knobs.json`` beside
+``engine.log``, so every trial records what was applied, ignored and left unverified.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import ast
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tuner.engine import EngineConfig
@@ -46,6 +48,18 @@ class KnobReport:
             return None
         why = "; ".join(f"{k}: {v}" for k, v in sorted(self.ignored.items()))
         return LaunchError(f"engine ignored sampled knobs: {why}", kind=FailureKind.KNOB_IGNORED)
+
+
+def record_knobs(
+    config: EngineConfig,
+    log_text: str,
+    trial_dir: Path,
+    server_info: Mapping[str, Any] | str | None = None,
+) -> KnobReport:
+    """``check_knobs``, written to ``trial_dir / "knobs.json"`` as the trial's record."""
+    report = check_knobs(config, log_text, server_info)
+    (trial_dir / "knobs.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
+    return report
 
 
 def check_knobs(

@@ -15,124 +15,32 @@ an exit during start-up fails at once with exit code, OOM flag and log tail.
 from __future__ import annotations
 
 import contextlib
-import re
+import sys
 import threading
 import time
-import uuid
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-
-from pydantic import Field, field_validator, model_validator
+from typing import Any, ClassVar
 
 from launchers import register
 from launchers._base import Endpoint, Launcher, LauncherSettings
-from launchers._docker_devices import busy_holders, device_label, device_options
+from launchers._docker_devices import busy_holders
+from launchers._docker_spec import DockerSettings, container_spec
 from launchers._http import (
     ExitInfo,
     LogCapture,
     port_in_use,
+    probe_host,
     pump,
     secret_values,
     served_model,
     wait_until_ready,
 )
-from launchers._knobs import KnobReport, check_knobs
-from launchers.cleanup import (
-    DEVICES,
-    MANAGED,
-    OWNER,
-    docker_client,
-    owner_id,
-    shielded,
-    stop_on_exit,
-)
+from launchers._knobs import KnobReport, record_knobs
+from launchers.cleanup import DEVICES, docker_client, shielded, stop_on_exit
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError
 
-DEFAULT_CACHE_DIRS = [
-    "/root/.cache/vllm",  # torch.compile artifacts and CUDA graphs keyed by config
-    "/root/.cache/flashinfer",  # FlashInfer JIT kernels
-    "/root/.triton",  # Triton kernels
-    "/root/.nv",  # CUDA PTX JIT cache
-    "/root/.deep_gemm",  # DeepGEMM JIT kernels
-]
-ASCEND_DRIVER_MOUNTS = [
-    "/usr/local/Ascend/driver",
-    "/usr/local/dcmi",
-    "/usr/local/bin/npu-smi",
-    "/etc/ascend_install.info",
-]
-
-
-class DockerSettings(LauncherSettings):
-    """``target:`` settings of a containerised engine."""
-
-    image: str = Field(description="Engine image, present locally (it is never pulled).")
-    gpus: list[str] = Field(default_factory=list, description="NVIDIA GPU ids or UUIDs to use.")
-    npus: list[int] = Field(default_factory=list, description="Ascend NPU ids (/dev/davinciN).")
-    npu_visible_ids: Literal["logical", "physical"] = Field(
-        "logical",
-        description="ASCEND_RT_VISIBLE_DEVICES as the container numbers the mapped NPUs "
-        "(0..n-1) or as the host does.",
-    )
-    ascend_driver_mounts: list[str] = Field(
-        default_factory=lambda: list(ASCEND_DRIVER_MOUNTS),
-        description="Host driver paths mounted read-only when NPUs are used.",
-    )
-    shm_size: str = Field("16g", description="Size of /dev/shm in the container.")
-    volumes: list[str] = Field(
-        default_factory=list, description="Bind mounts as HOST:CONTAINER[:ro|rw], like docker -v."
-    )
-    model_cache: str | None = Field(
-        None, description="Host model folder mounted at /root/.cache/huggingface."
-    )
-    cache_root: str | None = Field(
-        "~/.cache/tune/engine",
-        description="Host folder keeping compile/JIT caches across trials (null: none kept).",
-    )
-    cache_dirs: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_CACHE_DIRS),
-        description="Container cache folders kept under cache_root.",
-    )
-    entrypoint: Literal["argv", "image"] = Field(
-        "argv",
-        description="argv: run the engine command as is; image: pass it to the image's entrypoint.",
-    )
-    ready_timeout_s: float = Field(1800.0, gt=0, description="Seconds to become ready.")
-    health_path: str = Field("/health", description="Path that answers 200 once up.")
-    server_info_path: str | None = Field(
-        None, description="Path of the engine's config report (vLLM: /server_info, dev mode)."
-    )
-    verify_knobs: bool = Field(
-        True, description="Fail the trial (knob_ignored) when the engine reports a knob ignored."
-    )
-    init: bool = Field(
-        True, description="Run docker's init as PID 1: forwards stop signals, reaps children."
-    )
-    stop_grace_s: int = Field(30, ge=0, description="Seconds between SIGTERM and SIGKILL on stop.")
-    devices_free_timeout_s: float = Field(
-        600.0, ge=0, description="Seconds to wait for the devices to be free before a start."
-    )
-    extra_docker_args: dict[str, Any] = Field(
-        default_factory=dict, description="More docker SDK containers.create() keyword arguments."
-    )
-
-    @field_validator("volumes")
-    @classmethod
-    def _volume_syntax(cls, volumes: list[str]) -> list[str]:
-        for spec in volumes:
-            parts = spec.split(":")
-            if len(parts) not in (2, 3) or not parts[1].startswith("/"):
-                raise ValueError(f"volume {spec!r} is not HOST:/CONTAINER[:ro|rw]")
-            if len(parts) == 3 and parts[2] not in ("ro", "rw"):
-                raise ValueError(f"volume {spec!r}: mode must be ro or rw, got {parts[2]!r}")
-        return volumes
-
-    @model_validator(mode="after")
-    def _one_accelerator_kind(self) -> DockerSettings:
-        if self.gpus and self.npus:
-            raise ValueError(f"give gpus or npus, not both (gpus={self.gpus}, npus={self.npus})")
-        return self
+__all__ = ["DockerLauncher", "DockerSettings", "container_spec"]
 
 
 @register
@@ -216,7 +124,9 @@ class DockerLauncher(Launcher):
         wait_until_ready(
             base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path
         )
-        self.knob_report = check_knobs(config, capture.text(), self._server_info(base_url))
+        self.knob_report = record_knobs(
+            config, capture.text(), capture.path.parent, self._server_info(base_url)
+        )
         error = self.knob_report.error()
         if error is not None and self.settings.verify_knobs:
             raise error
@@ -247,6 +157,8 @@ class DockerLauncher(Launcher):
             self._container.reload()
         except NotFound:
             return ExitInfo(code=-1)  # removed under us (`tune cleanup --force`)
+        except _daemon_errors() as err:
+            raise LaunchError(f"docker daemon lost: {err}", FailureKind.INFRA) from None
         state = self._container.attrs["State"]
         if state["Status"] in ("created", "running", "restarting"):
             return None
@@ -257,94 +169,39 @@ class DockerLauncher(Launcher):
     def logs(self) -> str:
         return self._capture.text() if self._capture is not None else ""
 
-    def stop(self) -> None:
+    def _remove(self, container: Any) -> None:
         from docker.errors import APIError, NotFound
 
+        # Gone already, or never started: the removal below settles it.
+        with contextlib.suppress(NotFound, APIError, *_daemon_errors()):
+            container.stop(timeout=self.settings.stop_grace_s)
+        try:
+            container.remove(force=True)
+        except NotFound:
+            pass
+        except (APIError, *_daemon_errors()) as err:
+            if "already in progress" in str(err):
+                return
+            # stop() must not raise: say what is left and how to remove it.
+            line = f"[tune] container {container.name} not removed ({err}); run `tune cleanup`\n"
+            if self._capture is not None:
+                self._capture.feed(line.encode())
+            sys.stderr.write(line)
+
+    def stop(self) -> None:
         with shielded():
             container, self._container = self._container, None
             if container is not None:
-                # Gone already, or never started: the removal below settles it.
-                with contextlib.suppress(NotFound, APIError):
-                    container.stop(timeout=self.settings.stop_grace_s)
-                try:
-                    container.remove(force=True)
-                except NotFound:
-                    pass
-                except APIError as err:
-                    if "already in progress" not in str(err):
-                        raise
+                self._remove(container)
             if self._reader is not None:
                 self._reader.join(timeout=5.0)
             if self._capture is not None and not self._capture.ended.is_set():
                 self._capture.finish()
 
 
-def container_spec(settings: DockerSettings, config: EngineConfig) -> dict[str, Any]:
-    """``containers.create()`` keyword arguments for one launch (no daemon needed)."""
-    devices = _devices(settings, config)
-    extra_env, device_kwargs, driver_binds = device_options(settings, devices)
-    binds = {**driver_binds, **_cache_binds(settings), **_binds(settings.volumes)}
-    if settings.model_cache:
-        host = str(Path(settings.model_cache).expanduser())
-        binds[host] = {"bind": "/root/.cache/huggingface", "mode": "rw"}
-    argv = config.argv
-    command = {"entrypoint": [argv[0]], "command": argv[1:]}
-    if settings.entrypoint == "image":
-        command = {"command": argv}
-    return {
-        "image": settings.image,
-        "name": _name(config),
-        **command,
-        "environment": {**config.env, **extra_env},
-        "labels": _labels(config, device_label(settings, devices)),
-        "network_mode": "host",
-        "ipc_mode": "host",
-        "init": settings.init,
-        "shm_size": settings.shm_size,
-        "volumes": binds,
-        **device_kwargs,
-        **settings.extra_docker_args,
-    }
+def _daemon_errors() -> tuple[type[Exception], ...]:
+    """A daemon that stopped answering: the SDK lets transport errors through unwrapped."""
+    import requests
+    from docker.errors import DockerException
 
-
-def probe_host(host: str) -> str:
-    """Where to reach an engine listening on ``host`` from this machine."""
-    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
-
-
-def _devices(settings: DockerSettings, config: EngineConfig) -> list[str]:
-    # EngineConfig.devices overrides the settings' ids (several engines sharing one node).
-    if config.devices:
-        return list(config.devices)
-    return [str(n) for n in settings.npus] if settings.npus else list(settings.gpus)
-
-
-def _binds(volumes: list[str]) -> dict[str, dict[str, str]]:
-    out = {}
-    for spec in volumes:
-        host, container, *mode = spec.split(":")
-        out[str(Path(host).expanduser())] = {"bind": container, "mode": mode[0] if mode else "rw"}
-    return out
-
-
-def _cache_binds(settings: DockerSettings) -> dict[str, dict[str, str]]:
-    if settings.cache_root is None:
-        return {}
-    root = Path(settings.cache_root).expanduser()
-    out = {}
-    for path in settings.cache_dirs:
-        host = root / path.strip("/").replace("/", "_")
-        host.mkdir(parents=True, exist_ok=True)
-        out[str(host)] = {"bind": path, "mode": "rw"}
-    return out
-
-
-def _labels(config: EngineConfig, devices: str) -> dict[str, str]:
-    labels = {k if k.startswith("tune.") else f"tune.{k}": str(v) for k, v in config.labels.items()}
-    return {**labels, MANAGED: "1", OWNER: owner_id(), DEVICES: devices}
-
-
-def _name(config: EngineConfig) -> str:
-    parts = [config.labels.get(k) or config.labels.get(f"tune.{k}") for k in ("study", "trial")]
-    stem = "-".join(["tune", *[str(p) for p in parts if p], uuid.uuid4().hex[:6]])
-    return re.sub(r"[^a-zA-Z0-9_.-]", "_", stem)
+    return (requests.RequestException, DockerException)

@@ -29,9 +29,6 @@ class EndpointSettings(LauncherSettings):
         None, description="Model name to request (default: the space's model)."
     )
     health_path: str = Field("/health", description="Path that answers 200 while the server is up.")
-    ready_timeout_s: float = Field(
-        30.0, gt=0, description="Seconds the server may take to answer before the trial fails."
-    )
 
     @field_validator("url")
     @classmethod

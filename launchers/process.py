@@ -26,12 +26,13 @@ from launchers._http import (
     ExitInfo,
     LogCapture,
     port_in_use,
+    probe_host,
     pump,
     secret_values,
     served_model,
     wait_until_ready,
 )
-from launchers._knobs import KnobReport, check_knobs
+from launchers._knobs import KnobReport, record_knobs
 from launchers.cleanup import stop_on_exit
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError
@@ -40,9 +41,6 @@ from tuner.errors import FailureKind, LaunchError, TunerError
 class ProcessSettings(LauncherSettings):
     """``target:`` settings of a local command."""
 
-    ready_timeout_s: float = Field(
-        1800.0, gt=0, description="Seconds the engine may take to serve before the trial fails."
-    )
     cwd: Path | None = Field(None, description="Working directory of the command (default: ours).")
     health_path: str = Field("/health", description="Path that answers 200 once the engine is up.")
     stop_grace_s: float = Field(
@@ -72,7 +70,7 @@ class ProcessLauncher(Launcher):
     def start(self, config: EngineConfig, trial_dir: Path) -> None:
         if self._proc is not None:
             raise RuntimeError("launcher already started; stop() it first")
-        if port_in_use(config.host, config.port):
+        if port_in_use(probe_host(config.host), config.port):
             raise LaunchError(
                 f"port {config.port} on {config.host} is already in use; "
                 "stop whatever listens there (or `tune cleanup`)",
@@ -105,12 +103,12 @@ class ProcessLauncher(Launcher):
 
     def wait_ready(self, timeout_s: float) -> Endpoint:
         config, capture = self._require_started()
-        base_url = f"http://{config.host}:{config.port}"
+        base_url = f"http://{probe_host(config.host)}:{config.port}"
         model = served_model(config)
         wait_until_ready(
             base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path
         )
-        self.knob_report = check_knobs(config, capture.text())
+        self.knob_report = record_knobs(config, capture.text(), capture.path.parent)
         error = self.knob_report.error()
         if error is not None and self.settings.verify_knobs:
             raise error

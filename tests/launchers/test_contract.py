@@ -43,6 +43,13 @@ def _endpoint(request: pytest.FixtureRequest) -> Recipe:
     return Recipe(settings, loopback_config(free_port()), None, owns_engine=False)
 
 
+def _sim(request: pytest.FixtureRequest) -> Recipe:
+    port = free_port()
+    refusing = loopback_config(port, "--max-num-partial-prefills", "2")  # V1 refuses it
+    serving = loopback_config(port, "--tensor-parallel-size", "4", "--enable-expert-parallel")
+    return Recipe({"profile": "h200x4"}, serving, refusing)
+
+
 def _docker(request: pytest.FixtureRequest) -> Recipe:
     request.getfixturevalue("docker_client")
     settings = sim_settings(request.getfixturevalue("tmp_path") / "cache")
@@ -55,6 +62,7 @@ RECIPES: dict[str, Callable[[pytest.FixtureRequest], Recipe]] = {
     "process": _process,
     "endpoint": _endpoint,
     "docker": _docker,
+    "sim": _sim,
 }
 
 
@@ -118,9 +126,9 @@ def test_refusal_fails_fast_as_a_config_fault(kind: str, recipe: Recipe, tmp_pat
         pytest.skip(f"{kind} starts no engine, so none can refuse")
     cls = launcher_class(kind)
     with cls(cls.settings_model.model_validate(recipe.settings)) as launcher:
-        launcher.start(recipe.refusing, tmp_path)
         began = time.monotonic()
-        with pytest.raises(LaunchError) as caught:
+        with pytest.raises(LaunchError) as caught:  # from start() or from wait_ready()
+            launcher.start(recipe.refusing, tmp_path)
             launcher.wait_ready(120)
         assert time.monotonic() - began < 5
     assert caught.value.kind.is_config_fault

@@ -123,6 +123,8 @@ def test_overridden_flag_is_reported_as_knob_ignored(tmp_path: Path, port: int) 
     assert caught.value.kind is FailureKind.KNOB_IGNORED
     assert "--max-num-seqs" in str(caught.value)
     assert engine.knob_report is not None and "--max-num-seqs" in engine.knob_report.ignored
+    record = json.loads((tmp_path / "knobs.json").read_text())
+    assert "engine reports max_num_seqs=256" in record["ignored"]["--max-num-seqs"]
 
 
 def test_unknown_env_knob_is_reported_and_can_be_only_recorded(tmp_path: Path, port: int) -> None:
