@@ -8,6 +8,7 @@
 #
 # Usage: scripts/build_llama_server.sh            # prints .cache/llama.cpp/<version>/bin/llama-server
 # Env:   LLAMA_CPP_PYTHON_VERSION (default 0.3.36), LLAMA_CACHE_DIR (default <repo>/.cache/llama.cpp),
+#        PYTHON (default python3; runs pip download),
 #        BUILD_JOBS (default 2; the build takes ~6 minutes on 2 cores)
 set -euo pipefail
 
@@ -38,7 +39,7 @@ sdist="$cache_dir/llama_cpp_python-$version.tar.gz"
 if [[ ! -f "$sdist" ]]; then
     log "downloading llama-cpp-python==$version sdist"
     tmp_dl="$(mktemp -d "$cache_dir/dl.XXXXXX")"
-    python -m pip download --quiet --no-deps --no-binary :all: --dest "$tmp_dl" \
+    "${PYTHON:-python3}" -m pip download --quiet --no-deps --no-binary :all: --dest "$tmp_dl" \
         "llama-cpp-python==$version"
     mv "$tmp_dl"/llama_cpp_python-"$version".tar.gz "$sdist"
     rm -rf "$tmp_dl"
