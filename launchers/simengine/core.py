@@ -54,6 +54,7 @@ class EngineCore:
         self.counters.update(prompt_tokens=0.0, generation_tokens=0.0, finished=0.0)
         self._next_log = LOG_INTERVAL_S
         self._rid = 0
+        self._last_start = 0.0  # start of the previous step (async scheduling's horizon)
         self._interval = [0.0, 0.0]  # prompt tokens, generated tokens since the last line
 
     def new_rid(self) -> int:
@@ -71,7 +72,13 @@ class EngineCore:
     # ---- one step ---------------------------------------------------------------------
     def step(self) -> float:
         """Runs one step; returns its duration (0.0 when nothing could be scheduled)."""
+        if self.model.k.async_scheduling:
+            self.sched.visible_until = self._last_start
+        self._last_start = self.clock
         plan = self.sched.schedule()
+        if not plan.items:
+            self.sched.visible_until = float("inf")  # idle engine: schedules on arrival
+            plan = self.sched.schedule()
         if not plan.items:
             return 0.0
         work = self._work(plan.items)
@@ -165,6 +172,7 @@ class EngineCore:
         times = self.clock + np.cumsum(dts)
         if until < math.inf:
             m = min(m, int(np.searchsorted(times, until)) + 1)
+        self._last_start = float(times[m - 2]) if m > 1 else self.clock
         self._apply_stretch(running, cum[:m], times[:m])
         return True
 

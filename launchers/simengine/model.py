@@ -114,7 +114,7 @@ class StepModel:
         sampled = n_dec * self.q_rows + w.n_pf
         device: float | np.ndarray = self._dense(rows, sampled) + self._moe(rows)
         device = device + self._comm(rows)
-        device = device + self._attn_decode(n_dec, ctx_dec) + self._attn_prefill(w)
+        device = device + self._attn_decode(n_dec, ctx_dec, w.n_pf > 0) + self._attn_prefill(w)
         device = device + self._fixed(rows, w.n_pf > 0) + self._device_draft(n_dec)
         device = np.maximum(device, self._host_launch())
         cpu = self._cpu(n_dec + w.n_pf)
@@ -125,8 +125,9 @@ class StepModel:
         d, wb = self.devices, self.p.model.weight_bytes
         o = self.p.overheads
         eff = o.deep_gemm_dense_eff if self.k.deep_gemm_dense and rows >= 128 else o.dense_eff
-        eff *= rows / (rows + o.dense_half_rows)
-        flops = 2 * (self.dense_params * rows + self.lm_params * sampled) / d
+        # Same padding model as the MoE GEMMs: rows cost as rows + dense_half_rows.
+        padded = rows + o.dense_half_rows
+        flops = 2 * (self.dense_params * padded + self.lm_params * (sampled + 1)) / d
         read = (self.dense_params * wb + self.lm_params * 2) / d / (self.bw * 0.85)
         return max(read, flops / (self.peak8 * eff)) if rows else 0.0
 
@@ -136,22 +137,29 @@ class StepModel:
         m = self.p.model
         per_expert = rows * m.top_k / m.experts
         be = self._moe_kernel(per_expert)
-        touched = m.experts / self.devices * (1 - (1 - m.top_k / m.experts) ** rows)
+        hit = 1 - (1 - m.top_k / m.experts) ** rows  # chance an expert gets >= 1 row
+        touched = m.experts / self.devices * hit
         read = touched * self.expert_params * m.weight_bytes / (self.bw * be.bw_eff)
-        eff = be.gemm_eff * per_expert / (per_expert + be.half_rows)
-        flops = 2 * rows * m.top_k * self.expert_params / self.devices
-        return max(read, flops / (self.peak8 * eff)) + m.layers * be.layer_us * 1e-6
+        # Each touched expert runs a GEMM of rows_t rows that costs as if it had
+        # rows_t + half_rows rows at the kernel's peak efficiency (tile padding, launch tail).
+        rows_t = per_expert / hit
+        flops = 2 * touched * self.expert_params * (rows_t + be.half_rows)
+        return max(read, flops / (self.peak8 * be.gemm_eff)) + m.layers * be.layer_us * 1e-6
 
     def _moe_kernel(self, per_expert: float) -> MoeBackend:
         if self.k.moe == "deep_gemm" and per_expert < DEEP_GEMM_MIN_ROWS:
             return self.fallback
         return self.moe
 
-    def _attn_decode(self, n_dec: int, ctx_dec: float | np.ndarray) -> float | np.ndarray:
+    def _attn_decode(
+        self, n_dec: int, ctx_dec: float | np.ndarray, mixed: bool = False
+    ) -> float | np.ndarray:
         if n_dec == 0:
             return 0.0
         a = self.attn
         eff = a.decode_eff * n_dec / (n_dec + a.decode_half_seqs)
+        if mixed:
+            eff *= a.mixed_decode_eff
         verify = 1 + 0.05 * self.k.spec_tokens  # extra query rows reuse the KV they read
         read = ctx_dec * self.k.kv_bytes_per_token / self.kv_shards
         return read * verify / (self.bw * eff)

@@ -77,6 +77,12 @@ class AttentionBackend(_Strict):
         description="Decode sequences at which KV reads reach half of decode_eff (split-KV "
         "occupancy: few long sequences leave compute units idle)"
     )
+    mixed_decode_eff: float = Field(
+        1.0,
+        description="Factor on decode KV-read efficiency in steps that also hold prefill: a "
+        "backend running one varlen kernel for the whole batch serves decode rows without "
+        "its split-KV decode path",
+    )
 
 
 class MoeBackend(_Strict):

@@ -89,6 +89,9 @@ class Scheduler:
         self.running: list[SimRequest] = []
         self.registry: dict[Hashable, Entry] = {}  # prefix key / block hash -> best run
         self.counters = {"preemptions": 0.0, "queries": 0.0, "hits": 0.0}
+        # Requests that arrived after this time are not seen by the step being scheduled:
+        # with async scheduling a step is scheduled while the previous one still runs.
+        self.visible_until = float("inf")
 
     def add(self, req: SimRequest) -> None:
         self.waiting.append(req)
@@ -135,6 +138,8 @@ class Scheduler:
     def _admit(self, budget: int, items: list[tuple[SimRequest, int]]) -> int:
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             req = self.waiting[0]
+            if req.arrival > self.visible_until:
+                break
             entry, hit = self._lookup(req)
             n = min(self._prefill_want(req, hit), budget)
             if self._blocks_needed(hit, n) > self.pool.free - self._touch_cost(entry, hit):
@@ -161,6 +166,8 @@ class Scheduler:
         if len(self.running) >= self.cfg.max_num_seqs:
             return True
         req = self.waiting[0]
+        if req.arrival > self.visible_until:
+            return False  # admissible once the next step is scheduled
         entry, hit = self._lookup(req)
         n = min(self._prefill_want(req, hit), self.cfg.max_num_batched_tokens)
         return self._blocks_needed(hit, n) > self.pool.free - self._touch_cost(entry, hit)
@@ -217,8 +224,9 @@ class Scheduler:
             req.path.append(e)
             upto, e = e.start, e.parent
         if req.own is not None and req.own is entry and hit == entry.start + entry.cached:
-            req.path.remove(entry)  # resuming its own run: keep extending it
-            req.own.holders[req.rid] = req.own.cached
+            if entry in req.path:  # resuming its own run: keep extending it
+                req.path.remove(entry)
+            self.pool.reference(entry, req.rid, entry.cached)
         else:
             req.own = Entry(("run", req.rid, req.preemptions), entry, hit)
         req.extra = 0
