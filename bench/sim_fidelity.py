@@ -24,10 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from launchers.simengine import SimEngine  # noqa: E402
-from objectives.metrics import compute_metrics  # noqa: E402
-from objectives.records import BenchRequest, RequestRecord  # noqa: E402
-from objectives.runner import tier_duration  # noqa: E402
+from launchers.simengine import SimEngine
+from objectives.metrics import compute_metrics
+from objectives.records import BenchRequest, RequestRecord
+from objectives.runner import tier_duration
 
 H200 = ("-tp", "4", "--enable-expert-parallel", "--max-model-len", "196608")
 FLASHINFER_MOE = {
@@ -37,6 +37,8 @@ FLASHINFER_MOE = {
 }
 DEEP_GEMM_DENSE_ONLY = {"VLLM_USE_DEEP_GEMM": "1", "VLLM_MOE_USE_DEEP_GEMM": "0"}
 S1_ARGS = (*H200, "--attention-backend", "FLASHINFER")
+S2_ENV = FLASHINFER_MOE | DEEP_GEMM_DENSE_ONLY
+SEQS = ("--max-num-seqs", "40")
 SMALL = ("--max-num-batched-tokens", "64000", "--long-prefill-token-threshold", "6000")
 MEDIUM = ("--max-num-batched-tokens", "131072", "--long-prefill-token-threshold", "32768")
 LARGE = ("--max-num-batched-tokens", "262144")
@@ -52,11 +54,11 @@ class Config:
 CONFIGS = {
     "S0": Config(H200),
     "S1": Config(S1_ARGS, FLASHINFER_MOE),
-    "S2": Config(S1_ARGS, FLASHINFER_MOE | DEEP_GEMM_DENSE_ONLY),
-    "S3": Config((*S1_ARGS, *MEDIUM, "--max-num-seqs", "40"), FLASHINFER_MOE | DEEP_GEMM_DENSE_ONLY),
-    "small": Config((*S1_ARGS, *SMALL, "--max-num-seqs", "40"), FLASHINFER_MOE | DEEP_GEMM_DENSE_ONLY),
-    "medium": Config((*S1_ARGS, *MEDIUM, "--max-num-seqs", "40"), FLASHINFER_MOE | DEEP_GEMM_DENSE_ONLY),
-    "large": Config((*S1_ARGS, *LARGE, "--max-num-seqs", "40"), FLASHINFER_MOE | DEEP_GEMM_DENSE_ONLY),
+    "S2": Config(S1_ARGS, S2_ENV),
+    "S3": Config((*S1_ARGS, *MEDIUM, *SEQS), S2_ENV),
+    "small": Config((*S1_ARGS, *SMALL, *SEQS), S2_ENV),
+    "medium": Config((*S1_ARGS, *MEDIUM, *SEQS), S2_ENV),
+    "large": Config((*S1_ARGS, *LARGE, *SEQS), S2_ENV),
     "ascend_base": Config(("-tp", "16", "--enable-expert-parallel"), {}, "910c"),
     "ascend_opt": Config(
         (
@@ -200,9 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = worst <= 0.15
     for tier, want, got in conclusions(opts.seed):
         ok &= want == got
-        print(
-            f"{tier:<32} expected {want:<7} simulated {got:<7} {'ok' if want == got else 'MISMATCH'}"
-        )
+        verdict = "ok" if want == got else "MISMATCH"
+        print(f"{tier:<32} expected {want:<7} simulated {got:<7} {verdict}")
     ranking = [results[f"s1b_{c}"]["output_throughput"] for c in ("S0", "S1", "S2")]
     p99 = [results[f"s1b_{c}"]["p99_tpot_ms"] for c in ("S0", "S2", "S3")]
     ok &= ranking == sorted(ranking) and p99 == sorted(p99, reverse=True)
