@@ -47,8 +47,10 @@ class EngineCore:
         self.k = sched_cfg.spec_tokens
         self.alpha = model.acceptance()
         self.jitter = model.p.overheads.step_jitter
-        moe = model.moe
-        self.fail_tokens, self.fail_log = moe.fails_above_tokens, moe.fail_log
+        # Known bugs that kill the engine under load: (tokens in one step above which, line).
+        self.failures: list[tuple[int, str]] = []
+        if model.moe.fails_above_tokens:
+            self.failures.append((model.moe.fails_above_tokens, model.moe.fail_log))
         self.on_finish: Callable[[SimRequest], None] = lambda req: None
         self.counters = {"spec_drafts": 0.0, "spec_draft_tokens": 0.0, "spec_accepted": 0.0}
         self.counters.update(prompt_tokens=0.0, generation_tokens=0.0, finished=0.0)
@@ -82,8 +84,10 @@ class EngineCore:
         if not plan.items:
             return 0.0
         work = self._work(plan.items)
-        if self.fail_tokens and work.pf_tokens + work.n_dec * (1 + self.k) > self.fail_tokens:
-            raise EngineDead(self.fail_log)
+        tokens = work.pf_tokens + work.n_dec * (1 + self.k)
+        for limit, line in self.failures:
+            if tokens > limit:
+                raise EngineDead(line)
         dt = self.model.step_s(work) * self._noise(1)[0]
         self.clock += dt
         self._interval[0] += work.pf_tokens

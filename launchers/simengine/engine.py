@@ -33,8 +33,13 @@ from objectives.records import BenchRequest, RequestRecord
 from tuner.errors import FailureKind, LaunchError
 
 OOM_UNDER_LOAD = (
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has less "
-    "than 2 GiB free: gpu_memory_utilization leaves too little for communication buffers"
+    "torch.OutOfMemoryError: {dev} out of memory. Tried to allocate 2.00 GiB. Device 0 has "
+    "less than 2 GiB free: gpu_memory_utilization {util} leaves too little outside the "
+    "engine's budget for communication buffers and workspaces"
+)
+MC2_OVERFLOW = (
+    "RuntimeError: HCCL error: the MC2 dispatch of {tokens} tokens needs {need} MB, more than "
+    "HCCL_BUFFSIZE={have} MB (EI0002)"
 )
 
 
@@ -69,6 +74,10 @@ class SimEngine:
         prof = load_profile(profile)
         return cls(prof, resolve(args, env, prof), seed)
 
+    def set_log_sink(self, sink: Callable[[str], None]) -> None:
+        """Where log lines go from now on (besides ``lines``)."""
+        self._log_sink = sink
+
     def log(self, line: str) -> None:
         self.lines.append(line)
         if self._log_sink is not None:
@@ -83,7 +92,26 @@ class SimEngine:
             spec_tokens=c.knobs.spec_tokens,
             enable_prefix_caching=c.enable_prefix_caching,
         )
-        return EngineCore(self.model, sc, self.memory.num_blocks, c.block_size, self.rng, self.log)
+        core = EngineCore(self.model, sc, self.memory.num_blocks, c.block_size, self.rng, self.log)
+        core.failures.extend(self._load_failures())
+        return core
+
+    def _load_failures(self) -> list[tuple[int, str]]:
+        """Failures under load this launch is exposed to: (step tokens above which, line)."""
+        c, m = self.cfg, self.profile.model
+        out = []
+        if self.memory.oom_under_load:  # big activation peaks meet too little headroom
+            dev = "CUDA" if self.profile.hardware.platform == "cuda" else "NPU"
+            line = OOM_UNDER_LOAD.format(dev=dev, util=c.gpu_memory_utilization)
+            out.append((c.max_num_batched_tokens // 2, line))
+        if c.knobs.fused_mc2 == 1:  # mode 1 also fuses prefill steps: big dispatches
+            per_token = m.top_k * m.hidden * 2 / 1e6  # MB a token's routed copies take
+            limit = int(c.hccl_buffsize_mb / per_token)
+            need = int(c.max_num_batched_tokens * per_token)
+            if need > c.hccl_buffsize_mb:
+                line = MC2_OVERFLOW.format(tokens=limit + 1, need=need, have=c.hccl_buffsize_mb)
+                out.append((limit, line))
+        return out
 
     def _startup_lines(self) -> None:
         c, o = self.cfg, self.profile.overheads

@@ -1,0 +1,38 @@
+"""``tune sim-serve``: the simulated engine behind an HTTP server, with ``vllm serve`` flags."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from tuner.cli import app
+from tuner.errors import TunerError
+
+
+class EngineExited(TunerError):
+    """The simulated engine refused to start; its own log line was printed already."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"the simulated engine exited with status {code}")
+        self.exit_code = code
+
+
+@app.command(
+    "sim-serve",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def sim_serve(
+    ctx: typer.Context,
+    profile: str = typer.Option("h200x4", "--sim-profile", help="Hardware profile: h200x4, 910c."),
+    startup_delay: float = typer.Option(
+        0.0, "--sim-startup-delay", help="Seconds before the port opens (a real engine loads)."
+    ),
+    seed: int = typer.Option(0, "--sim-seed", help="Seed of the run-to-run noise."),
+) -> None:
+    """Serve a simulated vLLM engine: [MODEL] plus any `vllm serve` flags; env vars as vLLM."""
+    from launchers.simengine.server import serve
+
+    code = serve(list(ctx.args), os.environ, profile, seed, startup_delay)
+    if code:
+        raise EngineExited(code)
