@@ -117,7 +117,7 @@ class EngineCore:
             if req.computed >= req.num_tokens:
                 self._emit(req, 1, self.clock)
             return
-        accepted = self._accepted(1)[0] if self.k else 0
+        accepted = int(self._accepted(1)[0]) if self.k else 0
         req.computed += 1 + accepted
         self.sched.register(req)
         self._emit(req, 1 + accepted, self.clock)

@@ -10,6 +10,7 @@ async-scheduling admission lag, prefix hits and preemptions happen as in virtual
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -50,10 +51,8 @@ class LiveEngine:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     async def generate(self, ids: Sequence[int], max_tokens: int) -> AsyncIterator[int]:
         """Yields the token count of each chunk as the engine produces it."""

@@ -45,6 +45,7 @@ from launchers.simengine.profile import MoeBackend, Profile
 
 # DeepGEMM's grouped GEMM needs at least this many rows per expert (its M alignment).
 DEEP_GEMM_MIN_ROWS = 128
+TP_SHARD_MOE_EFF = 0.8  # MoE GEMM efficiency with tensor-parallel-sharded experts
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,11 @@ class StepModel:
         # rows_t + half_rows rows at the kernel's peak efficiency (tile padding, launch tail).
         rows_t = per_expert / hit
         flops = 2 * touched * self.expert_params * (rows_t + be.half_rows)
-        return max(read, flops / (self.peak8 * be.gemm_eff)) + m.layers * be.layer_us * 1e-6
+        # Without expert parallel every expert is split N/TP ways (1536/4 = 384 columns):
+        # narrow tiles run at a lower fraction of peak.
+        shard = 1.0 if self.k.expert_parallel else TP_SHARD_MOE_EFF
+        compute = flops / (self.peak8 * be.gemm_eff * shard)
+        return max(read / shard, compute) + m.layers * be.layer_us * 1e-6
 
     def _moe_kernel(self, per_expert: float) -> MoeBackend:
         if self.k.moe == "deep_gemm" and per_expert < DEEP_GEMM_MIN_ROWS:

@@ -46,9 +46,14 @@ def build_app(engine: SimEngine) -> Starlette:
         return Response(status_code=503 if live.dead else 200)
 
     async def models(_: Request) -> Response:
-        card = {"id": name, "object": "model", "created": int(time.time()),
-                "owned_by": "vllm", "root": engine.cfg.model,
-                "max_model_len": engine.cfg.max_model_len}
+        card = {
+            "id": name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "vllm",
+            "root": engine.cfg.model,
+            "max_model_len": engine.cfg.max_model_len,
+        }
         return JSONResponse({"object": "list", "data": [card]})
 
     async def metrics(_: Request) -> Response:
@@ -84,7 +89,9 @@ def build_app(engine: SimEngine) -> Starlette:
         await live.stop()
 
     routes = [
-        Route("/health", health), Route("/v1/models", models), Route("/metrics", metrics),
+        Route("/health", health),
+        Route("/v1/models", models),
+        Route("/metrics", metrics),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
     ]
@@ -120,8 +127,14 @@ class _Generation:
     """One request's OpenAI-format output, streamed or whole."""
 
     def __init__(
-        self, live: LiveEngine, model: str, chat: bool, ids: list[int], length: int,
-        max_tokens: int, body: Mapping[str, Any],
+        self,
+        live: LiveEngine,
+        model: str,
+        chat: bool,
+        ids: list[int],
+        length: int,
+        max_tokens: int,
+        body: Mapping[str, Any],
     ) -> None:
         self.live, self.model, self.chat, self.ids = live, model, chat, ids
         self.length, self.max_tokens = length, max_tokens
@@ -143,21 +156,35 @@ class _Generation:
         return "length" if self.length >= self.max_tokens else "stop"
 
     def _usage(self, completion: int) -> dict[str, int]:
-        return {"prompt_tokens": len(self.ids), "total_tokens": len(self.ids) + completion,
-                "completion_tokens": completion}
+        return {
+            "prompt_tokens": len(self.ids),
+            "total_tokens": len(self.ids) + completion,
+            "completion_tokens": completion,
+        }
 
     def _choice(self, text: str, finish: str | None, first: bool) -> dict[str, Any]:
         if self.chat:
-            delta: dict[str, str] = {"role": "assistant", "content": text} if first else {
-                "content": text}
+            delta: dict[str, str] = (
+                {"role": "assistant", "content": text} if first else {"content": text}
+            )
             return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
-                "stop_reason": None}
+        return {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish,
+            "stop_reason": None,
+        }
 
     def _envelope(self, choices: list[dict[str, Any]], usage: dict[str, int] | None) -> str:
         kind = "chat.completion.chunk" if self.chat else "text_completion"
-        obj = {"id": self.id, "object": kind, "created": self.created, "model": self.model,
-               "choices": choices}
+        obj = {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
         if usage is not None or not self.chat:
             obj["usage"] = usage
         return f"data: {json.dumps(obj)}\n\n"
@@ -177,10 +204,9 @@ class _Generation:
         yield "data: [DONE]\n\n"
 
     async def whole(self) -> dict[str, Any]:
-        parts, finish = [], None
-        async for text, finish in self._chunks():
-            parts.append(text)
+        parts = [text async for text, _ in self._chunks()]
         text = "".join(parts)
+        finish = self._finish(self.produced)
         choice: dict[str, Any]
         if self.chat:
             msg = {"role": "assistant", "content": text}
@@ -188,16 +214,23 @@ class _Generation:
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
         kind = "chat.completion" if self.chat else "text_completion"
-        return {"id": self.id, "object": kind, "created": self.created, "model": self.model,
-                "choices": [choice], "usage": self._usage(self.produced)}
+        return {
+            "id": self.id,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self._usage(self.produced),
+        }
 
 
 def _sim_flags(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--sim-profile", default=os.environ.get("SIM_PROFILE", "h200x4"))
     p.add_argument("--sim-seed", type=int, default=int(os.environ.get("SIM_SEED", "0")))
-    p.add_argument("--sim-startup-delay", type=float,
-                   default=float(os.environ.get("SIM_STARTUP_DELAY", "0")))
+    p.add_argument(
+        "--sim-startup-delay", type=float, default=float(os.environ.get("SIM_STARTUP_DELAY", "0"))
+    )
     return p.parse_known_args(list(argv))
 
 

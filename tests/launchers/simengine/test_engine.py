@@ -1,0 +1,116 @@
+"""SimEngine in virtual time: closed/open loop, chunks, counters, failures under load, noise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from launchers.simengine import SimEngine
+from objectives.records import BenchRequest, RequestRecord
+from tuner.errors import FailureKind, LaunchError
+
+BASE = ["-tp", "4", "--enable-expert-parallel"]
+
+
+def workload(n: int = 12, prompt: int = 8000, out: int = 50) -> list[BenchRequest]:
+    return [BenchRequest("", prompt + 500 * i, out) for i in range(n)]
+
+
+def in_flight_max(records: list[RequestRecord]) -> int:
+    events = sorted(
+        [(r.send_time, 1) for r in records] + [(r.chunk_times[-1], -1) for r in records],
+        key=lambda e: (e[0], e[1]),
+    )
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_closed_loop_keeps_concurrency_in_flight_and_streams_every_token() -> None:
+    engine = SimEngine.from_argv(BASE, {}, "h200x4", 0)
+    records = engine.run(workload(), concurrency=3)
+    assert all(r.success and r.output_tokens == 50 and len(r.chunk_times) == 50 for r in records)
+    assert in_flight_max(records) == 3
+    assert all(np.all(np.diff(r.chunk_times) > 0) for r in records)
+    counters = engine.server_counters()
+    assert counters["vllm:generation_tokens"] == 12 * 50
+    assert counters["vllm:num_requests_running"] == 0
+
+
+def test_open_loop_arrivals_follow_the_rate() -> None:
+    engine = SimEngine.from_argv(BASE, {}, "h200x4", 0)
+    records = engine.run(workload(20, 2000, 10), concurrency=20, request_rate=2.0)
+    sends = sorted(r.send_time for r in records)
+    assert 5 < sends[-1] < 20  # 19 gaps of ~0.5 s
+    assert all(r.success for r in records)
+
+
+def test_speculative_decoding_emits_several_tokens_per_chunk() -> None:
+    spec = '{"method": "mtp", "num_speculative_tokens": 3}'
+    engine = SimEngine.from_argv([*BASE, "--speculative-config", spec], {}, "h200x4", 0)
+    records = engine.run(workload(out=200), concurrency=4)
+    assert all(r.output_tokens == 200 for r in records)
+    chunks = sum(len(r.chunk_times) for r in records)
+    assert chunks < 0.7 * 12 * 200
+    c = engine.server_counters()
+    accepted = c["vllm:spec_decode_num_accepted_tokens"] / c["vllm:spec_decode_num_draft_tokens"]
+    assert 0.4 < accepted < 0.9
+
+
+def test_prefix_sharing_requests_hit_the_cache() -> None:
+    engine = SimEngine.from_argv(BASE, {}, "h200x4", 0)
+    reqs = [BenchRequest("", 20_000, 5, "doc", 20_000) for _ in range(4)]
+    engine.run(reqs, concurrency=1)
+    c = engine.server_counters()
+    assert c["vllm:prefix_cache_hits"] == 3 * (19_999 // 16) * 16
+
+
+def test_moe_kernel_crash_under_load_kills_the_engine() -> None:
+    args = [*BASE, "--moe-backend", "triton", "--max-num-batched-tokens", "131072"]
+    engine = SimEngine.from_argv(args, {}, "h200x4", 0)
+    assert all(r.success for r in engine.run(workload(2, 4000, 5), concurrency=2))  # small: fine
+    with pytest.raises(LaunchError) as info:
+        engine.run([BenchRequest("", 100_000, 5)], concurrency=1)
+    assert info.value.kind is FailureKind.CRASH
+    assert "illegal memory access" in str(info.value)
+    with pytest.raises(LaunchError):
+        engine.run(workload(1), concurrency=1)  # stays dead
+
+
+def test_too_little_headroom_runs_out_of_memory_under_load() -> None:
+    engine = SimEngine.from_argv([*BASE, "--gpu-memory-utilization", "0.98"], {}, "h200x4", 0)
+    with pytest.raises(LaunchError) as info:
+        engine.run(workload(4, 20_000, 5), concurrency=4)
+    assert info.value.kind is FailureKind.OOM
+
+
+def test_mc2_without_a_big_enough_hccl_buffer_fails_on_prefill() -> None:
+    args = ["-tp", "16", "--enable-expert-parallel"]
+    env = {"VLLM_ASCEND_ENABLE_FUSED_MC2": "1"}
+    with pytest.raises(LaunchError):
+        SimEngine.from_argv(args, env, "910c", 0).run(workload(1, 20_000, 5), 1)
+    env["HCCL_BUFFSIZE"] = "1024"
+    assert SimEngine.from_argv(args, env, "910c", 0).run(workload(1, 20_000, 5), 1)[0].success
+
+
+def test_preemption_under_kv_pressure() -> None:
+    args = [*BASE, "--max-model-len", "131072", "--gpu-memory-utilization", "0.55"]
+    engine = SimEngine.from_argv(args, {}, "h200x4", 0)
+    records = engine.run([BenchRequest("", 90_000, 800) for _ in range(4)], concurrency=4)
+    assert all(r.success for r in records)
+    assert engine.server_counters()["vllm:num_preemptions"] > 0
+
+
+def _median_tpot(seed: int) -> float:
+    engine = SimEngine.from_argv(BASE, {}, "h200x4", seed)
+    records = engine.run(workload(6, 5000, 100), concurrency=2)
+    return float(np.median([(r.chunk_times[-1] - r.chunk_times[0]) / 99 for r in records]))
+
+
+def test_run_to_run_noise_is_seeded_and_a_few_percent() -> None:
+    runs = [_median_tpot(s) for s in range(6)]
+    assert _median_tpot(0) == runs[0]
+    spread = (max(runs) - min(runs)) / np.mean(runs)
+    assert 0.005 < spread < 0.1
