@@ -45,7 +45,9 @@ from launchers.simengine.profile import MoeBackend, Profile
 
 # DeepGEMM's grouped GEMM needs at least this many rows per expert (its M alignment).
 DEEP_GEMM_MIN_ROWS = 128
-TP_SHARD_MOE_EFF = 0.8  # MoE GEMM efficiency with tensor-parallel-sharded experts
+TP_SHARD_MOE_EFF = 0.8
+# Prefill tokens from which a step pays the whole mixed-step cost (smaller chunks pay a share).
+MIXED_FULL_TOKENS = 4096  # MoE GEMM efficiency with tensor-parallel-sharded experts
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class StepModel:
         device: float | np.ndarray = self._dense(rows, sampled) + self._moe(rows)
         device = device + self._comm(rows)
         device = device + self._attn_decode(n_dec, ctx_dec, w.n_pf > 0) + self._attn_prefill(w)
-        device = device + self._fixed(rows, w.n_pf > 0) + self._device_draft(n_dec)
+        device = device + self._fixed(rows, w.pf_tokens) + self._device_draft(n_dec)
         device = np.maximum(device, self._host_launch())
         cpu = self._cpu(n_dec + w.n_pf)
         total = np.maximum(device, cpu) + 2e-4 if self.k.async_scheduling else device + cpu
@@ -193,12 +195,12 @@ class StepModel:
         mc2 = self.k.fused_mc2
         return mc2 == 1 or (mc2 == 2 and rows <= 512)
 
-    def _fixed(self, rows: int, has_prefill: bool) -> float:
+    def _fixed(self, rows: int, pf_tokens: int) -> float:
         o, m = self.p.overheads, self.p.model
         fused = self.p.ascend.fused_ops_factor if self.k.fused_mc2 else 1.0
         layer = m.layers * o.layer_us * 1e-6 * fused
         elementwise = m.layers * rows * m.hidden * 2 * 12 / self.devices / self.bw
-        launch = o.decode_graph_ms + (o.mixed_step_ms if has_prefill else 0.0)
+        launch = o.decode_graph_ms + o.mixed_step_ms * min(1.0, pf_tokens / MIXED_FULL_TOKENS)
         return layer + elementwise + launch * 1e-3
 
     def _host_launch(self) -> float:
