@@ -59,7 +59,8 @@ class DockerSettings(LauncherSettings):
     )
     cache_root: str | None = Field(
         "~/.cache/tune/engine",
-        description="Host folder keeping compile/JIT caches across trials (null: none kept).",
+        description="Host folder keeping compile/JIT caches across trials, relative to the "
+        "working directory or absolute (null: none kept).",
     )
     cache_dirs: list[str] = Field(
         default_factory=lambda: list(DEFAULT_CACHE_DIRS),
@@ -160,12 +161,12 @@ def _binds(volumes: list[str]) -> dict[str, dict[str, str]]:
 
 
 def _cache_binds(settings: DockerSettings) -> dict[str, dict[str, str]]:
-    root = Path(settings.cache_root).expanduser() if settings.cache_root else None
+    root = Path(settings.cache_root).expanduser().resolve() if settings.cache_root else None
     out = {}
     for spec in settings.cache_dirs:
         host, _, path = spec.rpartition(":")
         if host:
-            folder = Path(host).expanduser()
+            folder = Path(host).expanduser().resolve()
         elif root is not None:
             folder = root / path.strip("/").replace("/", "_")
         else:

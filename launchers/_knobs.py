@@ -29,7 +29,8 @@ from typing import Any
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError
 
-_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$", re.MULTILINE)
+_NON_DEFAULT = re.compile(r"non-default args: (.*?)\s*$", re.MULTILINE)
+_PAIR = re.compile(r"(\w+)=('[^']*'|[^,\s]+)")
 _UNKNOWN_ENV = re.compile(r"Unknown vLLM environment variable detected: (\w+)")
 # Enum members print as <Kind.NAME: value>; keep the member name, which is what flags take.
 _ENUM = re.compile(r"<[\w.]+\.(\w+): [^<>]*>")
@@ -125,6 +126,8 @@ def _reported_args(log_text: str) -> dict[str, Any] | None:
     if not found:
         return None
     text = _ENUM.sub(lambda m: repr(m.group(1)), found[-1])
+    if not text.startswith("{"):  # key=value, as engines that print a config object write it
+        return {key: _parse_repr(raw) for key, raw in _PAIR.findall(text)}
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):

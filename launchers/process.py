@@ -33,7 +33,7 @@ from launchers._http import (
     wait_until_ready,
 )
 from launchers._knobs import KnobReport, record_knobs
-from launchers.cleanup import stop_on_exit
+from launchers.cleanup import shielded, stop_on_exit
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError
 
@@ -78,8 +78,9 @@ class ProcessLauncher(Launcher):
             )
         self._config = config
         self._capture = LogCapture(trial_dir / "engine.log", secret_values(config))
-        self._proc = self._spawn(config)
-        stop_on_exit(self)
+        stop_on_exit(self)  # first: it installs the SIGTERM handler that shielded() defers
+        with shielded():  # a Ctrl-C inside Popen must not leave a child nobody tracks
+            self._proc = self._spawn(config)
         stdout = self._proc.stdout
         assert isinstance(stdout, io.BufferedReader)
         # read1: whatever is there now, so lines reach engine.log as they are printed.

@@ -32,11 +32,14 @@ def test_argv_labels_and_namespaces(tmp_path: Path) -> None:
     )
 
 
-def test_cache_dirs_under_root_or_placed(tmp_path: Path) -> None:
+def test_cache_dirs_under_root_or_placed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     placed = tmp_path / "placed"
     out = spec(tmp_path, cache_dirs=["/root/.triton", f"{placed}:/root/.cache"])
     assert out["volumes"][str(tmp_path / "root_.triton")]["bind"] == "/root/.triton"
     assert out["volumes"][str(placed)]["bind"] == "/root/.cache" and placed.is_dir()
+    monkeypatch.chdir(tmp_path)
+    relative = spec(tmp_path, cache_root="rel", cache_dirs=["/root/.nv"])
+    assert relative["volumes"][str(tmp_path / "rel" / "root_.nv")]["bind"] == "/root/.nv"
     without_root = spec(tmp_path, cache_root=None, cache_dirs=["/root/.triton"])
     assert without_root["volumes"] == {}
 

@@ -86,3 +86,10 @@ def test_no_report_means_nothing_is_called_ignored() -> None:
     report = check_knobs(config, "INFO starting\n")
     assert not report.ignored and report.error() is None
     assert {"--max-num-seqs", "VLLM_USE_DEEP_GEMM"} <= set(report.unverified)
+
+
+def test_key_value_report_form() -> None:
+    log = "INFO non-default args: model='m', max_num_seqs=16, async_scheduling=True\n"
+    config = loopback_config(1, "--max-num-seqs", "64", "--async-scheduling")
+    report = check_knobs(config, log)
+    assert list(report.ignored) == ["--max-num-seqs"] and "--async-scheduling" in report.applied
