@@ -22,7 +22,7 @@ import httpx
 
 from objectives.records import BenchRequest, RequestRecord
 from objectives.sse import MalformedChunk, SSEParser, decode
-from objectives.transport import LeanTransport
+from objectives.transport import FRESH_CONNECTION, LeanTransport
 
 Api = Literal["completions", "chat"]
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -90,15 +90,19 @@ class StreamingClient:
             if rec.chunk_times:
                 raise
             rec.send_time = perf_counter()
-            await self._stream(rec, body)
+            await self._stream(rec, body, fresh=True)
 
-    async def _stream(self, rec: RequestRecord, body: bytes) -> None:
+    async def _stream(self, rec: RequestRecord, body: bytes, fresh: bool = False) -> None:
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
             "accept-encoding": "identity",
         }
-        async with self.http.stream("POST", self.path, content=body, headers=headers) as resp:
+        # A fresh connection, not another pooled one the server may have closed as well.
+        extensions = {FRESH_CONNECTION: True} if fresh else None
+        async with self.http.stream(
+            "POST", self.path, content=body, headers=headers, extensions=extensions
+        ) as resp:
             if resp.status_code != 200:
                 await resp.aread()
                 rec.error = f"http {resp.status_code}"

@@ -67,10 +67,10 @@ class ClientLag:
             out[f"max_{name}_ms"] = float(arr.max())
         return out
 
-    def saturated(self, p99_itl_ms: float = 0.0) -> bool:
+    def saturated(self, p99_itl_ms: float = 0.0, tail_limit_ms: float | None = None) -> bool:
         """Whether the client, not the server, limited a tier whose p99 ITL was this."""
         s = self.summary()
-        tail = max(SATURATED_TAIL_FLOOR_MS, SATURATED_TAIL_SHARE * p99_itl_ms)
+        tail = tail_limit_ms or max(SATURATED_TAIL_FLOOR_MS, SATURATED_TAIL_SHARE * p99_itl_ms)
         return (
             s["cpu_share"] > SATURATED_CPU_SHARE
             or s["p50_loop_lag_ms"] > SATURATED_LOOP_LAG_MS
@@ -204,7 +204,9 @@ async def run_http(
                     http, send, requests, endpoint.model, workload, concurrency, on_request
                 )
                 result = tier_result(records, concurrency, workload, slos, server, lag.summary())
-                result.client_saturated = lag.saturated(float(result.metrics["p99_itl_ms"]))
+                result.client_saturated = lag.saturated(
+                    float(result.metrics["p99_itl_ms"]), workload.client_lag_limit_ms
+                )
                 on_tier(result)
     finally:
         if pool is not None:

@@ -21,6 +21,9 @@ from typing import Any
 import httpx
 
 _MAX_HEAD = 64 * 1024
+# Request extension: open a new connection instead of reusing an idle one (a retry after a
+# pooled connection turned out closed, when others in the pool may be closed as well).
+FRESH_CONNECTION = "fresh_connection"
 
 
 class _Conn(asyncio.Protocol):
@@ -247,7 +250,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
             return await self._fallback.handle_async_request(request)
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
         key = (request.url.host, request.url.port or 80)
-        conn = await self._acquire(key, timeouts.get("connect"))
+        fresh = bool(request.extensions.get(FRESH_CONNECTION))
+        conn = await self._acquire(key, timeouts.get("connect"), fresh)
         conn.reset()
         conn.head = asyncio.get_running_loop().create_future()
         assert conn.transport is not None
@@ -267,8 +271,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
         extensions = {"http_version": b"HTTP/1.1", "arrival_time": lambda: body.arrival}
         return httpx.Response(status, headers=headers, stream=body, extensions=extensions)
 
-    async def _acquire(self, key: tuple[str, int], timeout: float | None) -> _Conn:
-        idle = self._idle.get(key, [])
+    async def _acquire(self, key: tuple[str, int], timeout: float | None, fresh: bool) -> _Conn:
+        idle = [] if fresh else self._idle.get(key, [])
         while idle:
             conn = idle.pop()
             if not conn.closed:

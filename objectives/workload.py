@@ -139,6 +139,13 @@ class WorkloadSpec(_Strict):
     request_timeout_s: float = Field(
         600.0, gt=0, description="Per-request limit; a request over it fails as 'timeout'."
     )
+    client_lag_limit_ms: float | None = Field(
+        None,
+        gt=0,
+        description="p99 event-loop lag of the client above which a tier counts as limited by "
+        "the client (default: 5 ms or a quarter of the tier's p99 ITL, whichever is larger). "
+        "Raise it where the engine shares a few CPU cores with the client.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:

@@ -110,3 +110,10 @@ def test_saturation_rules() -> None:
     assert tail.saturated(p99_itl_ms=30.0) and not tail.saturated(p99_itl_ms=500.0)
     behind = ClientLag(loop_lag_s=[0.0], send_lag_s=[0.2] * 5, cpu_s=1.0, wall_s=10.0)
     assert behind.saturated()  # open-loop schedule missed
+
+
+def test_a_workload_lag_limit_replaces_the_itl_based_tail_rule() -> None:
+    late_tail = ClientLag(loop_lag_s=[0.0005] * 90 + [0.04] * 10, cpu_s=1.0, wall_s=10.0)
+    assert late_tail.saturated(p99_itl_ms=20.0)
+    assert not late_tail.saturated(p99_itl_ms=20.0, tail_limit_ms=100.0)
+    assert late_tail.saturated(p99_itl_ms=400.0, tail_limit_ms=30.0)

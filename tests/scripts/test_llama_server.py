@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+from objectives.client import StreamingClient, make_http_client, request_body
+from objectives.records import BenchRequest
 from tests.scripts._llama import SCRIPTS, running_server
 
 pytestmark = pytest.mark.slow
@@ -149,3 +151,27 @@ def test_ignore_eos_on_a_model_that_wants_to_stop(
 
         assert tokens(ignore_eos=False) <= 1
         assert tokens(ignore_eos=True) == 16
+
+
+def test_streaming_client_loses_no_request(server: str) -> None:
+    """llama-server closes kept-alive connections after a stream; the client must not lose any."""
+    reqs = [
+        BenchRequest(prompt=[100 + i, 200, 300, 400], prompt_len=4, output_len=8) for i in range(48)
+    ]
+
+    async def run() -> list[tuple[str | None, int]]:
+        http = make_http_client(server, 60)
+        client = StreamingClient(http, "completions", 60)
+        sem = asyncio.Semaphore(4)
+
+        async def one(req: BenchRequest) -> tuple[str | None, int]:
+            async with sem:
+                rec = await client.send(req, request_body(req, "m", "completions"))
+            return rec.error, rec.output_tokens
+
+        try:
+            return await asyncio.gather(*(one(r) for r in reqs))
+        finally:
+            await http.aclose()
+
+    assert asyncio.run(run()) == [(None, 8)] * len(reqs)
