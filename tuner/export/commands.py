@@ -1,0 +1,157 @@
+"""Ready-to-paste ``vllm serve`` and ``docker run`` commands per tier (``commands.md``).
+
+Every word goes through ``shlex.quote``, so JSON flags survive a shell; a secret flag's value is
+written ``"${NAME}"`` for the shell to fill in, and secret env vars are named, never valued.
+The docker command uses the host network so ``--host``/``--port`` mean what they say in the
+``vllm serve`` command; devices come from the space's target (GPUs, or Ascend NPUs).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from tuner.export.build import Export, TierExport
+from tuner.export.configs import Group, LaunchConfig, flag_groups
+from tuner.space.schema import Space
+
+_ENV_REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+ASCEND_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+ASCEND_MOUNTS = (
+    "/usr/local/dcmi:/usr/local/dcmi",
+    "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi",
+    "/usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64",
+    "/usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info",
+    "/etc/ascend_install.info:/etc/ascend_install.info",
+)
+DEFAULT_IMAGES = {
+    "vllm": "vllm/vllm-openai:v{version}",
+    "vllm-ascend": "quay.io/ascend/vllm-ascend:v{version}",
+    "llama.cpp": "ghcr.io/ggml-org/llama.cpp:server",
+}
+
+
+def quote(word: str) -> str:
+    return f'"{word}"' if _ENV_REF.match(word) else shlex.quote(word)
+
+
+def render(groups: Sequence[Sequence[str]]) -> str:
+    """One group per line, continued with backslashes; the first line is not indented."""
+    lines = [" ".join(quote(w) for w in g) for g in groups if g]
+    return " \\\n  ".join(lines)
+
+
+def serve_groups(launch: LaunchConfig) -> list[Group]:
+    env = [(f"{k}={v}",) for k, v in launch.env.items()]
+    return [*env, tuple(launch.program), *flag_groups(launch.args)]
+
+
+def image_of(space: Space) -> str:
+    target = space.target.settings()
+    image = space.engine.image or target.get("image")
+    return str(image or DEFAULT_IMAGES[space.engine.name].format(version=space.engine.version))
+
+
+def docker_groups(launch: LaunchConfig, space: Space) -> list[Group]:
+    target = space.target.settings()
+    groups: list[Group] = [("docker", "run", "--rm"), ("--ipc", "host", "--network", "host")]
+    groups += _devices(space, target)
+    if target.get("shm_size"):
+        groups.append(("--shm-size", str(target["shm_size"])))
+    for vol in [*target.get("volumes", []), *target.get("cache_dirs", [])]:
+        groups.append(("-v", str(vol)))
+    groups += [("-e", f"{k}={v}") for k, v in launch.env.items()]
+    groups += [("-e", name) for name in launch.secret_env]  # docker copies it from your env
+    program = launch.program
+    if space.engine.name == "vllm" and program[:2] == ["vllm", "serve"]:
+        program = program[2:]  # the vllm-openai image's entrypoint is `vllm serve`
+    groups.append((image_of(space), *program))
+    return groups + flag_groups(launch.args)
+
+
+def _devices(space: Space, target: dict[str, Any]) -> list[Group]:
+    if target.get("npus") or space.engine.name == "vllm-ascend":
+        npus = [str(n) for n in target.get("npus") or range(_tp(space))]
+        groups: list[Group] = [("--device", f"/dev/davinci{n}") for n in npus]
+        groups += [("--device", d) for d in ASCEND_DEVICES]
+        return groups + [("-v", m) for m in ASCEND_MOUNTS]
+    gpus = target.get("gpus")
+    return [("--gpus", f'"device={",".join(map(str, gpus))}"' if gpus else "all")]
+
+
+def _tp(space: Space) -> int:
+    value = space.base.args.get(
+        "tensor-parallel-size", space.base.args.get("--tensor-parallel-size")
+    )
+    return int(value) if isinstance(value, int | str) and str(value).isdigit() else 1
+
+
+def serve_command(launch: LaunchConfig) -> str:
+    return render(serve_groups(launch))
+
+
+def docker_command(launch: LaunchConfig, space: Space) -> str:
+    return render(docker_groups(launch, space))
+
+
+def commands_markdown(export: Export) -> str:
+    data = export.data
+    lines = [f"# Recommended launches: study `{data.name}`", "", _intro(export), ""]
+    for t in export.tiers:
+        lines += _tier_section(t, export)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _intro(export: Export) -> str:
+    data, obj = export.data, export.data.objective
+    text = (
+        f"{data.space.engine.name} {data.space.engine.version} serving "
+        f"`{data.space.engine.model}` on {data.space.hardware or 'unspecified hardware'}; "
+        f"each tier's config minimises {obj.description} ({obj.name}) "
+        "among the configs that met every constraint."
+    )
+    if obj.direction == "maximize":
+        text = text.replace("minimises", "maximises")
+    if data.target_kind == "sim":
+        text += (
+            "\n\n> Measured on the simulated engine: the commands are exact, the figures are "
+            "the simulator's. Re-measure on the real hardware before relying on the gains."
+        )
+    return text
+
+
+def _tier_section(t: TierExport, export: Export) -> list[str]:
+    head = [f"## c{t.concurrency}: {t.concurrency} concurrent request(s)", ""]
+    if t.launch is None or t.tier.recommended is None:
+        return [*head, "No feasible config at this tier: see report.html for why.", ""]
+    rec = t.tier.recommended
+    lines = [*head, f"Trial {rec.trial}. {_figures_line(t, export)}", ""]
+    if t.launch.secret_env:
+        names = ", ".join(t.launch.secret_env)
+        lines += [f"Export {names} in your shell first (values are never written here).", ""]
+    lines += ["```sh", serve_command(t.launch), "```", ""]
+    lines += ["```sh", docker_command(t.launch, export.data.space), "```", ""]
+    return lines
+
+
+def _figures_line(t: TierExport, export: Export) -> str:
+    rec, base = t.tier.recommended, t.tier.baseline
+    assert rec is not None
+    m = rec.metrics
+    parts = [
+        f"p99 TPOT {m.get('p99_tpot_ms', float('nan')):.1f} ms",
+        f"median TPOT {m.get('median_tpot_ms', float('nan')):.1f} ms",
+        f"p99 TTFT {m.get('p99_ttft_ms', float('nan')):.0f} ms",
+        f"{m.get('output_throughput', float('nan')):.1f} output tok/s",
+        f"{rec.confirmations} measurement(s), spread {rec.spread * 100:.1f}%",
+    ]
+    text = ", ".join(parts) + "."
+    if t.tier.gain is not None and base is not None:
+        key = export.data.objective.key
+        text += (
+            f" Baseline (trial {base.trial}) {key} {base.metrics[key]:.1f}: "
+            f"{t.tier.gain * 100:+.1f}% better."
+        )
+    return text
