@@ -150,8 +150,9 @@ def _figures_line(t: TierExport, export: Export) -> str:
     text = ", ".join(parts) + "."
     if t.tier.gain is not None and base is not None:
         key = export.data.objective.key
+        word = "better" if t.tier.gain >= 0 else "worse"
         text += (
             f" Baseline (trial {base.trial}) {key} {base.metrics[key]:.1f}: "
-            f"{t.tier.gain * 100:+.1f}% better."
+            f"{abs(t.tier.gain) * 100:.1f}% {word}."
         )
     return text

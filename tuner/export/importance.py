@@ -1,9 +1,11 @@
-"""Which parameters mattered at each tier, by Optuna's fANOVA importance evaluator.
+"""Which parameters mattered at each tier, by Optuna's PED-ANOVA importance evaluator.
 
-The study has one objective per tier, and infeasible trials carry +/-inf, which no evaluator
-can fit. So each tier gets its own single-objective in-memory study holding only the feasible
-measurements of that tier, and ``target=`` reads that tier's value. The evaluator is seeded:
-the same storage always exports the same numbers.
+PED-ANOVA asks which parameters separate the best configs (the top quantile) from the rest; it
+needs nothing beyond numpy (fANOVA would pull in scikit-learn) and has no randomness, so the
+same storage always exports the same numbers. The study has one objective per tier and
+infeasible trials carry +/-inf, which no evaluator can use: each tier gets its own
+single-objective in-memory study of that tier's feasible measurements (with the objective's
+direction, so no sign-flipping ``target=`` is needed).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from optuna.trial import FrozenTrial
 from objectives.objective import Objective
 from tuner.export.tiers import Tier
 
-MIN_TRIALS = 8  # below this a forest of 30-odd points says more about noise than parameters
+MIN_TRIALS = 8  # below this the "top quantile" is one or two trials: noise, not importance
+TOP_TRIALS = 5  # PED-ANOVA's advice: at least this many trials above the target quantile
 
 
 @dataclass
@@ -27,6 +30,7 @@ class Importance:
     concurrency: int
     values: dict[str, float] = field(default_factory=dict)
     trials: int = 0
+    quantile: float = 0.0  # the share of best trials the importances explain
     note: str = ""
 
 
@@ -49,9 +53,9 @@ def tier_importance(tier: Tier, trials: Sequence[FrozenTrial], objective: Object
     if not varied:
         out.note = "no parameter took more than one value among the feasible trials"
         return out
-    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
-    got = optuna.importance.get_param_importances(
-        study, evaluator=evaluator, params=varied, target=lambda t: float(t.values[0])
-    )
+    top = min(0.5, max(0.1, TOP_TRIALS / len(feasible)))
+    out.quantile = top
+    evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=top)
+    got = optuna.importance.get_param_importances(study, evaluator=evaluator, params=varied)
     out.values = {k: round(float(v), 4) for k, v in got.items()}
     return out

@@ -243,9 +243,11 @@ def _importance(t: TierExport, export: Export) -> str:
     if not imp.values:
         return f'<p class="note">Not computed: {escape(imp.note)}.</p>'
     what = (
-        f"fANOVA importance of each parameter for {export.data.objective.name} at c{t.concurrency}"
+        f"PED-ANOVA importance: how much each parameter separates the best "
+        f"{imp.quantile * 100:.0f}% of the {imp.trials} feasible trials on "
+        f"{export.data.objective.name} at c{t.concurrency} from the rest"
     )
-    return f'<p class="note">{what}, over {imp.trials} feasible trials.</p>' + bars_html(imp.values)
+    return f'<p class="note">{what}.</p>' + bars_html(imp.values)
 
 
 def _failures(export: Export) -> str:

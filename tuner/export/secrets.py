@@ -16,7 +16,9 @@ from pathlib import Path
 
 from tuner.errors import TunerError
 
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|API-KEY|ACCESS-KEY", re.I)
+# A flag is secret when its last words say so: --hf-token, --api-key, but not
+# --max-num-batched-tokens.
+SECRET_FLAG = re.compile(r"(^|-)(token|secret|password|passwd|api-key|access-key|key-id)$", re.I)
 # The env var each engine reads for a secret flag, so "${NAME}" is the natural stand-in.
 FLAG_ENV = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
 REDACTED = "<redacted>"
@@ -28,7 +30,7 @@ class SecretLeakError(TunerError):
 
 
 def is_secret_flag(flag: str) -> bool:
-    return flag.startswith("-") and bool(SECRET_NAME.search(flag))
+    return flag.startswith("-") and bool(SECRET_FLAG.search(flag.lstrip("-")))
 
 
 def flag_env_name(flag: str) -> str:
