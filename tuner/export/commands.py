@@ -37,15 +37,16 @@ def quote(word: str) -> str:
     return f'"{word}"' if _ENV_REF.match(word) else shlex.quote(word)
 
 
-def render(groups: Sequence[Sequence[str]]) -> str:
-    """One group per line, continued with backslashes; the first line is not indented."""
-    lines = [" ".join(quote(w) for w in g) for g in groups if g]
+def render(groups: Sequence[Sequence[str]], env: dict[str, str] | None = None) -> str:
+    """One group per line, continued with backslashes, after ``K=V`` env assignments."""
+    # The value alone is quoted: a quoted "K=V" word would be a command name, not an assignment.
+    lines = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
+    lines += [" ".join(quote(w) for w in g) for g in groups if g]
     return " \\\n  ".join(lines)
 
 
 def serve_groups(launch: LaunchConfig) -> list[Group]:
-    env = [(f"{k}={v}",) for k, v in launch.env.items()]
-    return [*env, tuple(launch.program), *flag_groups(launch.args)]
+    return [tuple(launch.program), *flag_groups(launch.args)]
 
 
 def image_of(space: Space) -> str:
@@ -89,7 +90,7 @@ def _tp(space: Space) -> int:
 
 
 def serve_command(launch: LaunchConfig) -> str:
-    return render(serve_groups(launch))
+    return render(serve_groups(launch), launch.env)
 
 
 def docker_command(launch: LaunchConfig, space: Space) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -147,8 +148,17 @@ def _add_failures(study: optuna.Study, space: Space) -> None:
         constraints={"rules": 0.0, "engine": 0.0, "failed_requests": 0.0, "slo": 0.0}))  # fmt: skip
 
 
-@pytest.fixture
-def hand_results(tmp_path: Path) -> Path:
-    results = tmp_path / "results"
+@pytest.fixture(scope="session")
+def hand_study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built once per session (SQLite writes are the slow part); copied for each test."""
+    results = tmp_path_factory.mktemp("hand") / "results"
     build_study(results)
+    return results
+
+
+@pytest.fixture
+def hand_results(hand_study_dir: Path, tmp_path: Path) -> Path:
+    """A private copy of the hand-built study: a test may export into it or change it."""
+    results = tmp_path / "results"
+    shutil.copytree(hand_study_dir, results)
     return results
