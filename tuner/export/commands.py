@@ -2,8 +2,7 @@
 
 Every word goes through ``shlex.quote``, so JSON flags survive a shell; a secret flag's value is
 written ``"${NAME}"`` for the shell to fill in, and secret env vars are named, never valued.
-The docker command uses the host network so ``--host``/``--port`` mean what they say in the
-``vllm serve`` command; devices come from the space's target (GPUs, or Ascend NPUs).
+The ``docker run`` command is what the docker launcher would start (see ``docker_run``).
 """
 
 from __future__ import annotations
@@ -11,26 +10,13 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from typing import Any
 
 from tuner.export.build import Export, TierExport
 from tuner.export.configs import Group, LaunchConfig, flag_groups
+from tuner.export.docker_run import docker_groups, unrendered
 from tuner.space.schema import Space
 
 _ENV_REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
-ASCEND_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
-ASCEND_MOUNTS = (
-    "/usr/local/dcmi:/usr/local/dcmi",
-    "/usr/local/bin/npu-smi:/usr/local/bin/npu-smi",
-    "/usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64",
-    "/usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info",
-    "/etc/ascend_install.info:/etc/ascend_install.info",
-)
-DEFAULT_IMAGES = {
-    "vllm": "vllm/vllm-openai:v{version}",
-    "vllm-ascend": "quay.io/ascend/vllm-ascend:v{version}",
-    "llama.cpp": "ghcr.io/ggml-org/llama.cpp:server",
-}
 
 
 def quote(word: str) -> str:
@@ -47,46 +33,6 @@ def render(groups: Sequence[Sequence[str]], env: dict[str, str] | None = None) -
 
 def serve_groups(launch: LaunchConfig) -> list[Group]:
     return [tuple(launch.program), *flag_groups(launch.args)]
-
-
-def image_of(space: Space) -> str:
-    target = space.target.settings()
-    image = space.engine.image or target.get("image")
-    return str(image or DEFAULT_IMAGES[space.engine.name].format(version=space.engine.version))
-
-
-def docker_groups(launch: LaunchConfig, space: Space) -> list[Group]:
-    target = space.target.settings()
-    groups: list[Group] = [("docker", "run", "--rm"), ("--ipc", "host", "--network", "host")]
-    groups += _devices(space, target)
-    if target.get("shm_size"):
-        groups.append(("--shm-size", str(target["shm_size"])))
-    for vol in [*target.get("volumes", []), *target.get("cache_dirs", [])]:
-        groups.append(("-v", str(vol)))
-    groups += [("-e", f"{k}={v}") for k, v in launch.env.items()]
-    groups += [("-e", name) for name in launch.secret_env]  # docker copies it from your env
-    program = launch.program
-    if space.engine.name == "vllm" and program[:2] == ["vllm", "serve"]:
-        program = program[2:]  # the vllm-openai image's entrypoint is `vllm serve`
-    groups.append((image_of(space), *program))
-    return groups + flag_groups(launch.args)
-
-
-def _devices(space: Space, target: dict[str, Any]) -> list[Group]:
-    if target.get("npus") or space.engine.name == "vllm-ascend":
-        npus = [str(n) for n in target.get("npus") or range(_tp(space))]
-        groups: list[Group] = [("--device", f"/dev/davinci{n}") for n in npus]
-        groups += [("--device", d) for d in ASCEND_DEVICES]
-        return groups + [("-v", m) for m in ASCEND_MOUNTS]
-    gpus = target.get("gpus")
-    return [("--gpus", f'"device={",".join(map(str, gpus))}"' if gpus else "all")]
-
-
-def _tp(space: Space) -> int:
-    value = space.base.args.get(
-        "tensor-parallel-size", space.base.args.get("--tensor-parallel-size")
-    )
-    return int(value) if isinstance(value, int | str) and str(value).isdigit() else 1
 
 
 def serve_command(launch: LaunchConfig) -> str:
@@ -129,11 +75,13 @@ def _tier_section(t: TierExport, export: Export) -> list[str]:
         return [*head, "No feasible config at this tier: see report.html for why.", ""]
     rec = t.tier.recommended
     lines = [*head, f"Trial {rec.trial}. {_figures_line(t, export)}", ""]
-    if t.launch.secret_env:
-        names = ", ".join(t.launch.secret_env)
+    if secrets := sorted({*t.launch.secret_env, *t.launch.secret_args}):
+        names = ", ".join(secrets)
         lines += [f"Export {names} in your shell first (values are never written here).", ""]
     lines += ["```sh", serve_command(t.launch), "```", ""]
     lines += ["```sh", docker_command(t.launch, export.data.space), "```", ""]
+    if extra := unrendered(export.data.space):
+        lines += [f"The docker target also sets SDK options with no flag here: `{extra}`.", ""]
     return lines
 
 

@@ -28,7 +28,8 @@ class LaunchConfig:
     program: list[str]
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    secret_env: list[str] = field(default_factory=list)
+    secret_env: list[str] = field(default_factory=list)  # env the engine reads, never valued
+    secret_args: list[str] = field(default_factory=list)  # env vars the shell puts in flags
     verified: bool = False  # re-rendered launch == the launch the trial measured
 
     @property
@@ -48,7 +49,8 @@ def launch_config(space: Space, trial: FrozenTrial, redactor: Redactor) -> Launc
         program=list(config.command),
         args=args,
         env={k: v for k, v in config.env.items() if k not in config.secret_env},
-        secret_env=sorted({*secret_env, *flag_secrets}),
+        secret_env=secret_env,
+        secret_args=sorted(set(flag_secrets)),
         verified=stored == config.fingerprint(),
     )
 

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from tuner.export.build import Export, TierExport
-from tuner.export.commands import image_of
 from tuner.export.configs import LaunchConfig, split_shared
+from tuner.export.docker_run import image_of
 
 
 def recipe_data(export: Export) -> dict[str, Any]:
@@ -51,6 +51,7 @@ def _preset(export: Export) -> dict[str, Any]:
         "args": split.args,
         "env": split.env,
         "secret_env": sorted({n for launch in launches for n in launch.secret_env}),
+        "secret_args": sorted({n for launch in launches for n in launch.secret_args}),
         "points": {},
     }
     for i, t in enumerate(ready):
@@ -114,5 +115,6 @@ def point_launch(recipe: dict[str, Any], preset: str, point: str) -> LaunchConfi
         args=[*p["args"], *pt["args"]],
         env={**p["env"], **pt["env"]},
         secret_env=list(p.get("secret_env", [])),
+        secret_args=list(p.get("secret_args", [])),
         verified=bool(pt.get("verified")),
     )

@@ -14,7 +14,8 @@ from html import escape
 from typing import Any
 
 from tuner.export.build import Export, TierExport
-from tuner.export.commands import image_of, serve_command
+from tuner.export.commands import serve_command
+from tuner.export.docker_run import image_of
 from tuner.export.plots import bars_html, pareto_svg
 from tuner.export.tiers import FIGURE_KEYS, Point
 

@@ -18,10 +18,13 @@ from typing import Any
 import optuna
 import pytest
 
+from launchers.docker import DockerSettings, container_spec
 from tests.tuner.export.conftest import build_study, space_dict
+from tuner.engine import EngineConfig
 from tuner.export import export_study
-from tuner.export.commands import docker_groups
-from tuner.export.configs import LaunchConfig, flag_groups
+from tuner.export.configs import LaunchConfig
+from tuner.export.data import space_from_text
+from tuner.export.docker_run import docker_groups
 from tuner.space import render_engine_config
 from tuner.space.schema import Space
 
@@ -41,9 +44,11 @@ def secretive_space() -> dict[str, Any]:
     data["engine"]["pass_env"] = ["HF_TOKEN"]
     data["target"] = {
         "kind": "docker",
+        "image": "vllm/vllm-openai:v0.17.1",
         "gpus": ["0", "1"],
         "shm_size": "16g",
-        "volumes": ["/data/hf:/root/.cache/huggingface"],
+        "volumes": ["/data/hf:/root/.cache/huggingface:ro"],
+        "cache_root": None,
     }
     data["base"]["args"]["compilation-config"] = {"cudagraph_mode": "FULL", "sizes": [1, 2]}
     data["base"]["args"]["api-key"] = API_KEY
@@ -95,8 +100,6 @@ def _run(command: str, tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:
 def _measured(results: Path, trial: int) -> LaunchConfig:
     """The launch the study actually ran for ``trial`` (secrets as the engine saw them)."""
     study = optuna.load_study(study_name="secretive", storage=f"sqlite:///{results}/study.db")
-    from tuner.export.data import space_from_text
-
     space = space_from_text("secretive", study.user_attrs["space_yaml"])
     config = render_engine_config(space, study.trials[trial].params)
     return LaunchConfig(trial, list(config.command), list(config.args), dict(config.env))
@@ -115,17 +118,64 @@ def test_serve_commands_run_with_exact_flags_and_env(secretive: Path, tmp_path: 
         assert got["env"]["HF_TOKEN"] == HF  # passed on by the shell, never written
 
 
-def test_docker_commands_pass_devices_env_and_flags(secretive: Path, tmp_path: Path) -> None:
+def _docker_run(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """What ``docker run`` would create from ``argv``, in container_spec's terms."""
+    out: dict[str, Any] = {"environment": {}, "volumes": {}, "devices": [], "flags": set()}
+    i = 2  # after "run"
+    while argv[i].startswith("-"):
+        flag = argv[i]
+        if flag in ("--rm", "--init"):
+            out["flags"].add(flag)
+            i += 1
+            continue
+        value = argv[i + 1]
+        i += 2
+        if flag == "-e":
+            key, eq, val = value.partition("=")
+            out["environment"][key] = val if eq else env[key]
+        elif flag == "-v":
+            host, bind, mode = value.split(":")
+            out["volumes"][host] = {"bind": bind, "mode": mode}
+        elif flag == "--device":
+            out["devices"].append(value)
+        else:
+            out[flag] = value
+    out["image"], out["command"] = argv[i], argv[i + 1 :]
+    return out
+
+
+def test_docker_command_starts_what_the_docker_launcher_starts(
+    secretive: Path, tmp_path: Path
+) -> None:
     blocks = [b for b in _blocks((secretive / "commands.md").read_text()) if b.startswith("docker")]
-    got = _run(blocks[0], tmp_path, {"VLLM_API_KEY": API_KEY})
-    argv = got["argv"]
-    want = _measured(secretive, _recommended(secretive)[0])
-    image = argv.index("vllm/vllm-openai:v0.17.1")
-    assert argv[image + 1 :] == [want.program[2], *want.args]
-    assert argv[argv.index("--gpus") + 1] == '"device=0,1"'
-    assert argv[argv.index("--shm-size") + 1] == "16g"
-    assert f"VLLM_WEIRD={WEIRD}" in argv and "HF_TOKEN" in argv and "MY_API_KEY" in argv
-    assert "/data/hf:/root/.cache/huggingface" in argv
+    env = {"VLLM_API_KEY": API_KEY, "MY_API_KEY": NAMED, "HF_TOKEN": HF}
+    got = _docker_run(_run(blocks[0], tmp_path, env)["argv"], env)
+    trial = _recommended(secretive)[0]
+    spec = container_spec(
+        DockerSettings.model_validate(_target()), _engine_config(secretive, trial, env)
+    )
+    assert got["image"] == spec["image"] and got["--entrypoint"] == spec["entrypoint"][0]
+    assert got["command"] == spec["command"]  # JSON flags and the API key intact
+    assert got["environment"] == spec["environment"]
+    assert got["volumes"] == spec["volumes"]
+    assert got["--gpus"] == '"device=0,1"' and spec["device_requests"][0].device_ids == ["0", "1"]
+    assert (got["--network"], got["--ipc"], got["--shm-size"]) == ("host", "host", "16g")
+    assert "--init" in got["flags"]
+
+
+def _target() -> dict[str, Any]:
+    target = dict(secretive_space()["target"])
+    target.pop("kind")
+    return target
+
+
+def _engine_config(results: Path, trial: int, env: dict[str, str]) -> EngineConfig:
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        study = optuna.load_study(study_name="secretive", storage=f"sqlite:///{results}/study.db")
+        space = space_from_text("secretive", study.user_attrs["space_yaml"])
+        return render_engine_config(space, study.trials[trial].params)
 
 
 def test_no_secret_value_in_any_export_file(secretive: Path) -> None:
@@ -140,21 +190,34 @@ def test_no_secret_value_in_any_export_file(secretive: Path) -> None:
     assert '"${VLLM_API_KEY}"' in (secretive / "commands.md").read_text()
 
 
-def test_ascend_target_gets_npu_devices_and_the_full_program() -> None:
+def test_ascend_target_matches_the_launchers_devices_and_mounts(tmp_path: Path) -> None:
     data = space_dict()
     data["engine"] = {"name": "vllm-ascend", "version": "0.14.0", "model": "org/m-w8a8"}
-    data["target"] = {"kind": "docker", "npus": [str(i) for i in range(16)], "shm_size": "64g"}
+    target = {"image": "ascend:1", "npus": list(range(8, 16)), "cache_root": str(tmp_path)}
+    data["target"] = {"kind": "docker", **target}
     space = Space.model_validate(data)
     config = render_engine_config(space, {})
     launch = LaunchConfig(0, list(config.command), list(config.args), dict(config.env))
-    groups = docker_groups(launch, space)
-    words = [w for g in groups for w in g]
-    davinci = [w for w in words if re.fullmatch(r"/dev/davinci\d+", w)]
-    assert davinci == [f"/dev/davinci{i}" for i in range(16)]
-    assert "/dev/davinci_manager" in words and "--gpus" not in words
-    image = words.index("quay.io/ascend/vllm-ascend:v0.14.0")  # the version's default image
-    assert words[image + 1 : image + 4] == ["vllm", "serve", "org/m-w8a8"]
-    assert groups[-len(flag_groups(launch.args)) :] == flag_groups(launch.args)
+    words = [w for g in docker_groups(launch, space) for w in g]
+    got = _docker_run(words, {})
+    spec = container_spec(DockerSettings.model_validate(target), config)
+    assert got["devices"] == spec["devices"]
+    assert "/dev/davinci15:/dev/davinci15:rwm" in got["devices"] and "--gpus" not in got
+    assert got["environment"] == spec["environment"]  # ASCEND_RT_VISIBLE_DEVICES=0..7
+    assert got["volumes"] == spec["volumes"]  # driver mounts (ro) and compile caches
+    assert [got["--entrypoint"], got["image"], *got["command"]] == [
+        *spec["entrypoint"],
+        spec["image"],
+        *spec["command"],
+    ]
+
+
+def test_space_without_docker_target_gets_the_engines_usual_image() -> None:
+    space = Space.model_validate(space_dict())  # target: sim
+    config = render_engine_config(space, {})
+    launch = LaunchConfig(0, list(config.command), list(config.args), dict(config.env))
+    got = _docker_run([w for g in docker_groups(launch, space) for w in g], {})
+    assert got["image"] == "vllm/vllm-openai:v0.17.1" and got["--gpus"] == "all"
 
 
 def _recommended(results: Path) -> list[int]:
