@@ -17,7 +17,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
-from tuner.recommend import baseline_trial, recommend, tier_metrics
+from tuner.recommend import baseline_trial, feasible_at, recommend, tier_metrics
 
 FRONT_X = "output_throughput"  # maximised
 FRONT_Y = "p99_tpot_ms"  # minimised
@@ -109,7 +109,7 @@ def _point(
         trial=t.number,
         params=dict(t.params),
         metrics=_pooled(runs),
-        feasible=bool(t.user_attrs.get("feasible")),
+        feasible=feasible_at(t, tier),  # a config may hold its SLOs at c1 and miss them at c40
         baseline=bool(t.user_attrs.get("baseline")),
         confirmations=len(runs),
         spread=_spread([float(r[objective.key]) for r in runs]),

@@ -6,11 +6,7 @@ so the test checks what bash makes of the quoting (JSON flags, odd env values, s
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +16,7 @@ import pytest
 
 from launchers.docker import DockerSettings, container_spec
 from tests.tuner.export.conftest import build_study, space_dict
+from tests.tuner.export.shell import run_pasted as _run
 from tuner.engine import EngineConfig
 from tuner.export import export_study
 from tuner.export.configs import LaunchConfig
@@ -32,11 +29,6 @@ API_KEY = "sk-test-0123456789abcdef"
 HF = "hf_sentinelvalue_42"
 NAMED = "hunter2-secret-by-name"
 WEIRD = 'a b\'c"$HOME `x` {"k": 1}'
-RECORDER = """#!{python}
-import json, os, sys
-with open(os.environ["CAPTURE"], "w") as fh:
-    json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, fh)
-"""
 
 
 def secretive_space() -> dict[str, Any]:
@@ -82,19 +74,6 @@ def _export_secretive(results: Path) -> Path:
 
 def _blocks(markdown: str) -> list[str]:
     return re.findall(r"```sh\n(.*?)\n```", markdown, flags=re.S)
-
-
-def _run(command: str, tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name in ("vllm", "docker"):
-        exe = bin_dir / name
-        exe.write_text(RECORDER.format(python=sys.executable))
-        exe.chmod(0o755)
-    capture = tmp_path / "capture.json"
-    full = {**os.environ, **env, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CAPTURE": str(capture)}
-    subprocess.run(["bash", "-c", command], env=full, check=True, timeout=30)
-    return dict(json.loads(capture.read_text()))
 
 
 def _measured(results: Path, trial: int) -> LaunchConfig:
