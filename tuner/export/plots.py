@@ -35,6 +35,13 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
+def _padded(values: Sequence[float]) -> tuple[float, float]:
+    # A little room around the extremes, so marks at the edge (often the best) are not clipped.
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.04 or abs(hi) * 0.05 or 1.0
+    return lo - pad, hi + pad
+
+
 class _Scale:
     def __init__(self, ticks: Sequence[float], a: float, b: float) -> None:
         self.lo, self.hi, self.a, self.b = ticks[0], ticks[-1], a, b
@@ -59,8 +66,8 @@ def pareto_svg(tier: Tier) -> str:
     if not pts:
         msg = "no trial measured this tier"
         return f'{head}<text x="{W / 2}" y="{H / 2}" text-anchor="middle">{msg}</text></svg>'
-    xt = nice_ticks(min(p.metrics[FRONT_X] for p in pts), max(p.metrics[FRONT_X] for p in pts))
-    yt = nice_ticks(min(p.metrics[FRONT_Y] for p in pts), max(p.metrics[FRONT_Y] for p in pts))
+    xt = nice_ticks(*_padded([p.metrics[FRONT_X] for p in pts]))
+    yt = nice_ticks(*_padded([p.metrics[FRONT_Y] for p in pts]))
     sx, sy = _Scale(xt, LEFT, W - RIGHT), _Scale(yt, H - BOTTOM, TOP)
     body = [_axes(xt, yt, sx, sy), _front_line(tier, sx, sy), '<g class="marks">']
     body += [_mark(p, tier, sx, sy) for p in sorted(pts, key=lambda p: _layer(p, tier))]

@@ -27,7 +27,7 @@ text-align:left;vertical-align:top}th{background:#f4f4f4}td.num{text-align:right
 .better{color:#17803d}.worse{color:#b3261e}.note{color:#666}
 pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:12px}
 table.importance td.bar{width:300px}table.importance span{display:block;height:10px;
-background:#1f77b4}.warn{background:#fde7e9;padding:.5em}
+background:#1f77b4}.warn{background:#fde7e9;padding:.5em}.scroll{overflow-x:auto}
 """
 # Marks each plot that laid out with a non-empty box; a warning names any that did not.
 SCRIPT = """
@@ -45,10 +45,10 @@ LABELS = {
 }
 
 
-def _table(head: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+def _table(head: Sequence[str] | None, rows: Iterable[Sequence[Any]]) -> str:
+    th = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>" if head else ""
     body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
-    return f"<table><tr>{th}</tr>{body}</table>"
+    return f'<div class="scroll"><table>{th}{body}</table></div>'  # wide tables scroll alone
 
 
 def _cell(v: Any) -> str:
@@ -120,7 +120,7 @@ def _summary(export: Export) -> str:
         ("created", data.created()),
         ("storage", export.redactor.scrub(redact_url(data.storage))),
     ]
-    return "<h2>Summary</h2>" + _table(("", ""), rows)
+    return "<h2>Summary</h2>" + _table(None, rows)
 
 
 def _measured_on(export: Export) -> str:
@@ -134,9 +134,8 @@ def _space(export: Export) -> str:
     space = export.data.space
     rows = []
     for name, p in space.parameters.items():
-        binds = p.flag or p.env or p.knob or (p.json_key and f"{p.json_key.flag}.{p.json_key.key}")
-        values = ", ".join(map(str, p.choices)) if p.choices else f"{p.low} .. {p.high}"
-        rows.append((name, str(binds), values, str(p.default)))
+        values = ", ".join(map(str, p.choices)) if p.choices else _range(p.low, p.high, p.log)
+        rows.append((name, _binds(p), values, str(p.default)))
     html = "<h2>Search space</h2>" + _table(("parameter", "sets", "values", "default"), rows)
     if space.rules:
         html += "<p>Rules: " + "; ".join(f"<code>{escape(r)}</code>" for r in space.rules) + "</p>"
@@ -144,6 +143,21 @@ def _space(export: Export) -> str:
         slos = "; ".join(escape(s.model_dump_json(exclude_none=True)) for s in space.slos)
         html += f"<p>SLOs: {slos}</p>"
     return html
+
+
+def _binds(p: Any) -> str:
+    if p.json_key is not None:
+        return f"{p.json_key.flag} (JSON key {p.json_key.key})"
+    if p.knob is not None:
+        return f"knob {p.knob} (flag or env, as the engine version reads it)"
+    return str(p.flag or (f"env {p.env}" if p.env else "-"))
+
+
+def _range(low: Any, high: Any, log: bool) -> str:
+    def num(v: Any) -> str:
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+    return f"{num(low)} .. {num(high)}" + (" (log scale)" if log else "")
 
 
 def _overview(export: Export) -> str:
