@@ -22,6 +22,13 @@ SECRET_FLAG = re.compile(r"(^|-)(token|secret|password|passwd|api-key|access-key
 # The env var each engine reads for a secret flag, so "${NAME}" is the natural stand-in.
 FLAG_ENV = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
 REDACTED = "<redacted>"
+# Well-known token shapes, for free text (failure reasons, log lines) holding a secret this
+# process was never told about (an HF_TOKEN set only when the study ran).
+TOKEN_SHAPES = re.compile(
+    r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})\b"
+    r"|(?<=Bearer )[A-Za-z0-9._~+/-]{16,}=*",
+    re.IGNORECASE,
+)
 _MIN_LEN = 4  # shorter values ("1", "yes") would match everywhere and are no secret anyway
 
 
@@ -57,7 +64,7 @@ class Redactor:
         # Longest first, so a secret containing another is replaced whole.
         for value in sorted(self.values, key=len, reverse=True):
             text = text.replace(value, REDACTED)
-        return text
+        return TOKEN_SHAPES.sub(REDACTED, text)
 
     def check(self, path: Path, text: str) -> None:
         """Raise if ``text`` (bound for ``path``) holds a known secret value, naming no value."""

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import optuna
+import pytest
+
 from tests.tuner.export.conftest import CONFIGS, TIERS, figures
 from tuner.export.build import Export, build_export
 from tuner.export.data import load_study_data
 from tuner.export.importance import MIN_TRIALS, tier_importance
+from tuner.export.secrets import Redactor, SecretLeakError
 from tuner.export.tiers import Point, pareto_front
 
 
@@ -103,3 +107,41 @@ def _p(trial: int, x: float, y: float, feasible: bool = True) -> Point:
 def test_pareto_front_ties_and_infeasible_points() -> None:
     points = [_p(0, 100, 10), _p(1, 100, 10), _p(2, 200, 20), _p(3, 150, 30), _p(4, 500, 1, False)]
     assert pareto_front(points) == [0, 1, 2]  # equal points dominate neither; 3 is dominated
+
+
+def test_scrub_removes_known_values_and_token_shapes() -> None:
+    r = Redactor()
+    r.add("s3cr3t-value")
+    text = (
+        "key s3cr3t-value, hf_abcdefghijklmnopqrstuvwx, Authorization: Bearer abcdefghijklmnop123"
+    )
+    assert r.scrub(text) == "key <redacted>, <redacted>, Authorization: Bearer <redacted>"
+    assert r.scrub("--max-num-batched-tokens 8192") == "--max-num-batched-tokens 8192"
+    with pytest.raises(SecretLeakError):
+        r.check(Path("x"), "value s3cr3t-value")
+
+
+def test_confirmations_pool_into_their_trial(hand_results: Path) -> None:
+    url = f"sqlite:///{hand_results / 'hand' / 'study.db'}"
+    study = optuna.load_study(study_name="hand", storage=url)
+    before = _export(hand_results).tiers[1].tier
+    rec = before.recommended
+    assert rec is not None
+    original = study.trials[rec.trial]
+    tiers = {
+        k: {**m, "p99_tpot_ms": m["p99_tpot_ms"] * 1.1}
+        for k, m in original.user_attrs["tiers"].items()
+    }
+    attrs = {**original.user_attrs, "tiers": tiers, "confirm_of": rec.trial}
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=original.params, distributions=original.distributions,
+            values=original.values, user_attrs=attrs,
+        )
+    )  # fmt: skip
+    tier = _export(hand_results).tiers[1].tier
+    point = tier.point(rec.trial)
+    assert point is not None and point.confirmations == 2
+    assert point.metrics["p99_tpot_ms"] == pytest.approx(rec.metrics["p99_tpot_ms"] * 1.05)
+    assert point.spread == pytest.approx(0.1 / 1.05)
+    assert len(tier.points) == len(before.points)  # a confirmation is not a point of its own
