@@ -9,9 +9,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import optuna
 import pytest
+import yaml
+from optuna.trial import TrialState
 
-from tests.tuner.export.conftest import TIERS
+from tests.tuner.export.conftest import TIERS, build_study
 from tuner.export import export_study
 
 CHROMIUM_FLAGS = [
@@ -87,3 +90,21 @@ def test_every_tier_plot_renders_in_headless_chromium(hand_results: Path, tmp_pa
     shot = tmp_path / "report.png"
     _browse(exe, "--window-size=1200,2400", f"--screenshot={shot}", page)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_a_study_without_any_finished_trial_still_exports(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    url = build_study(results, name="empty")
+    study = optuna.load_study(study_name="empty", storage=url)
+    fresh = optuna.create_study(study_name="bare", storage=url, directions=["minimize"] * 2)
+    for key, value in study.user_attrs.items():
+        fresh.set_user_attr(key, value)
+    fresh.add_trial(optuna.trial.create_trial(state=TrialState.FAIL, user_attrs={"failure": "x"}))
+    result = export_study("bare", url, tmp_path / "out", results)
+    recipe = yaml.safe_load((tmp_path / "out" / "recipe.yaml").read_text())
+    assert recipe["presets"]["bare"]["points"] == {}
+    assert recipe["presets"]["bare"]["no_feasible_config"] == [f"c{c}" for c in TIERS]
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert html.count('data-points="0"') == len(TIERS) and "No feasible config" in html
+    assert "No feasible config at this tier" in (tmp_path / "out" / "commands.md").read_text()
+    assert len(result.files) == 4 + len(TIERS)
