@@ -61,6 +61,8 @@ def test_dashboard_serves_the_study_on_loopback(results: Path) -> None:
         assert page.status_code == 200 and "<html" in page.text.lower()
         api = httpx.get(f"http://127.0.0.1:{port}/api/studies", timeout=10)
         assert api.status_code == 200 and "hand" in api.text
+        with pytest.raises(httpx.ConnectError):  # bound to 127.0.0.1 alone, not 0.0.0.0
+            httpx.get(f"http://127.0.0.2:{port}/dashboard", timeout=5)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
