@@ -48,6 +48,17 @@ def commands_markdown(export: Export) -> str:
     lines = [f"# Recommended launches: study `{data.name}`", "", _intro(export), ""]
     for t in export.tiers:
         lines += _tier_section(t, export)
+    if export.baseline is not None:
+        lines += [
+            f"## Baseline (trial {export.baseline.trial})",
+            "",
+            "Every tuned parameter at its default, as measured first: the reference for the gains.",
+            "",
+            "```sh",
+            serve_command(export.baseline),
+            "```",
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 

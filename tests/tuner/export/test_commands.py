@@ -87,8 +87,9 @@ def _measured(results: Path, trial: int) -> LaunchConfig:
 def test_serve_commands_run_with_exact_flags_and_env(secretive: Path, tmp_path: Path) -> None:
     blocks = _blocks((secretive / "commands.md").read_text())
     serve = [b for b in blocks if "vllm serve" in b and not b.startswith("docker")]
-    assert len(serve) == 2
-    for block, trial in zip(serve, _recommended(secretive), strict=True):
+    trials = [*_recommended(secretive), 0]  # each tier's pick, then the baseline
+    assert len(serve) == len(trials) == 3
+    for block, trial in zip(serve, trials, strict=True):
         env = {"VLLM_API_KEY": API_KEY, "MY_API_KEY": NAMED, "HF_TOKEN": HF}
         got = _run(block, tmp_path, env)
         want = _measured(secretive, trial)

@@ -63,8 +63,9 @@ def test_pasted_serve_commands_start_the_recommended_settings(
 ) -> None:
     text = (study_dir / "commands.md").read_text()
     trials = [int(n) for n in re.findall(r"^Trial (\d+)\.", text, flags=re.M)]
+    trials.append(int(re.findall(r"^## Baseline \(trial (\d+)\)", text, flags=re.M)[0]))
     blocks = [b for b in re.findall(r"```sh\n(.*?)\n```", text, flags=re.S) if "docker" not in b]
-    assert len(blocks) == len(trials) == 2
+    assert len(blocks) == len(trials) == 3  # c1, c4, then the baseline
     profile = load_profile("h200x4")
     for block, trial in zip(blocks, trials, strict=True):
         got = _run(block, tmp_path, {})
