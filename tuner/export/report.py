@@ -18,6 +18,7 @@ from tuner.export.commands import serve_command
 from tuner.export.docker_run import image_of
 from tuner.export.plots import bars_html, pareto_svg
 from tuner.export.tiers import FIGURE_KEYS, Point
+from tuner.space.params import Parameter
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -113,7 +114,8 @@ def _summary(export: Export) -> str:
         ("tiers", ", ".join(f"c{t}" for t in data.tiers)),
         (
             "trials",
-            f"{n['total']} in all: {n['feasible']} feasible, {n['infeasible']} infeasible, "
+            f"{n['total']} in all: {n['feasible']} feasible at every tier, "
+            f"{n['infeasible']} infeasible at one tier or more, "
             f"{n['failed']} failed (infrastructure or interrupted), {n['unfinished']} unfinished",
         ),
         ("wall time", f"{wall / 60:.1f} min (first trial start to last trial end)"),
@@ -145,7 +147,7 @@ def _space(export: Export) -> str:
     return html
 
 
-def _binds(p: Any) -> str:
+def _binds(p: Parameter) -> str:
     if p.json_key is not None:
         return f"{p.json_key.flag} (JSON key {p.json_key.key})"
     if p.knob is not None:
