@@ -1,8 +1,8 @@
 """tune run on the simulated engine, then the export: the commands start the recommended engine.
 
 The recipe's and commands.md's launches are run through bash (``vllm`` is a recorder on PATH),
-then handed to the simulated engine's own ``vllm serve`` parser: the settings it applies must be
-the ones the recommended trial ran with (its ``engine.json``), knob for knob.
+then the simulated engine is started with exactly the argv and env bash produced: the settings
+it applies must be the ones the recommended trial ran with (its ``engine.json``), knob for knob.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 import yaml
 
-from launchers.simengine import load_profile
-from launchers.simengine.config import resolve
+from launchers.sim import SimLauncher, SimSettings
+from launchers.simengine import SimEngine, load_profile
+from launchers.simengine.config import SimConfig, resolve
 from tests.tuner.conftest import SMALL_SPACE, write_yaml
 from tests.tuner.export.shell import run_pasted as _run
+from tuner.engine import EngineConfig
 from tuner.export.recipe import point_launch
 from tuner.study import RunOptions, run_study
 
@@ -73,7 +75,19 @@ def test_pasted_serve_commands_start_the_recommended_settings(
         assert got["argv"] == stored["argv"][1:]  # `vllm` itself is argv[0] of the recorder
         env = {k: got["env"][k] for k in stored["env"]}
         assert env == stored["env"]
-        applied = resolve(got["argv"][2:], env, profile)
+        applied = _start_sim(got["argv"], env, tmp_path / f"t{trial}")
         assert applied == resolve(stored["argv"][3:], stored["env"], profile)
         assert applied.max_num_seqs == int(stored["params"]["max_num_seqs"])
         assert applied.max_num_batched_tokens == int(stored["params"]["max_num_batched_tokens"])
+
+
+def _start_sim(argv: list[str], env: dict[str, str], trial_dir: Path) -> SimConfig:
+    """Start the simulated engine with the pasted command's argv/env; what it applied."""
+    config = EngineConfig(
+        command=("vllm", *argv[:2]), args=tuple(argv[2:]), env=env, model=argv[1], port=8000
+    )
+    with SimLauncher(SimSettings(profile="h200x4")) as launcher:
+        launcher.start(config, trial_dir)
+        engine = launcher.wait_ready(10).virtual
+        assert isinstance(engine, SimEngine)
+        return engine.cfg
