@@ -18,6 +18,4 @@ def dashboard(
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Results folder."),
 ) -> None:
     """Serve optuna-dashboard for the study on 127.0.0.1 until Ctrl-C; prints its URL."""
-    serve_dashboard(
-        study, storage, results_dir, port, announce=lambda url: typer.echo(url, err=False)
-    )
+    serve_dashboard(study, storage, results_dir, port, announce=typer.echo)
