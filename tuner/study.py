@@ -16,6 +16,7 @@ import optuna
 
 from tuner.context import RunOptions, StudyContext, StudySummary, open_study, prepare
 from tuner.errors import InfraError
+from tuner.export import export_study
 from tuner.loop import Report, TrialLoop, finished_count, requeue_attrs, write_tables
 from tuner.recommend import format_recommendations
 
@@ -59,6 +60,8 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
         interrupted = True
         report("interrupted: the running engine was stopped; rerun the same command to resume")
     recs = write_tables(ctx, study)
+    exported = export_study(ctx.name, ctx.storage_url, ctx.paths.root)
+    report(f"exported recipe.yaml, commands.md, report.html and tables to {exported.out_dir}/")
     table = format_recommendations(recs, ctx.objective)
     return StudySummary(ctx.name, finished_count(study), interrupted, recs, table)
 

@@ -2,5 +2,4 @@
 
 from __future__ import annotations
 
-from tuner.cli import bench, cleanup, run, show  # noqa: F401
-from tuner.cli import sim_serve  # noqa: F401
+from tuner.cli import bench, cleanup, dashboard, export, run, show, sim_serve  # noqa: F401

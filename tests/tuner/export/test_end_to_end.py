@@ -1,0 +1,93 @@
+"""tune run on the simulated engine, then the export: the commands start the recommended engine.
+
+The recipe's and commands.md's launches are run through bash (``vllm`` is a recorder on PATH),
+then the simulated engine is started with exactly the argv and env bash produced: the settings
+it applies must be the ones the recommended trial ran with (its ``engine.json``), knob for knob.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from launchers.sim import SimLauncher, SimSettings
+from launchers.simengine import SimEngine, load_profile
+from launchers.simengine.config import SimConfig, resolve
+from tests.tuner.conftest import SMALL_SPACE, write_yaml
+from tests.tuner.export.shell import run_pasted as _run
+from tuner.engine import EngineConfig
+from tuner.export.recipe import point_launch
+from tuner.study import RunOptions, run_study
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("e2e")
+    space = {**SMALL_SPACE, "base": {**SMALL_SPACE["base"], "env": {"VLLM_USE_V1": "1"}}}
+    space_file = write_yaml(tmp / "small.yaml", space)
+    opts = RunOptions(space_path=space_file, results_dir=tmp / "results", trials=5)
+    run_study(opts, report=lambda _: None)
+    return tmp / "results" / "small"
+
+
+def test_run_writes_every_export_file(study_dir: Path) -> None:
+    for name in ("recipe.yaml", "commands.md", "trials.csv", "report.html"):
+        assert (study_dir / name).stat().st_size > 0
+    for c in SMALL_SPACE["workload"]["tiers"]:
+        assert (study_dir / f"pareto_c{c}.csv").exists()
+
+
+def _stored(study_dir: Path, trial: int) -> dict[str, Any]:
+    return dict(json.loads((study_dir / "trials" / f"{trial:04d}" / "engine.json").read_text()))
+
+
+def test_recipe_points_are_the_measured_launches(study_dir: Path) -> None:
+    recipe = yaml.safe_load((study_dir / "recipe.yaml").read_text())
+    profile = load_profile("h200x4")
+    points = recipe["presets"]["small"]["points"]
+    assert sorted(points) == ["c1", "c4"]
+    for key, point in points.items():
+        launch = point_launch(recipe, "small", key)
+        stored = _stored(study_dir, point["trial"])
+        assert launch.program == stored["argv"][:3] and launch.env == stored["env"]
+        applied = resolve(launch.args, launch.env, profile)
+        assert applied == resolve(stored["argv"][3:], stored["env"], profile)
+        assert point["verified"] is True
+
+
+def test_pasted_serve_commands_start_the_recommended_settings(
+    study_dir: Path, tmp_path: Path
+) -> None:
+    text = (study_dir / "commands.md").read_text()
+    trials = [int(n) for n in re.findall(r"^Trial (\d+)\.", text, flags=re.M)]
+    trials.append(int(re.findall(r"^## Baseline \(trial (\d+)\)", text, flags=re.M)[0]))
+    blocks = [b for b in re.findall(r"```sh\n(.*?)\n```", text, flags=re.S) if "docker" not in b]
+    assert len(blocks) == len(trials) == 3  # c1, c4, then the baseline
+    profile = load_profile("h200x4")
+    for block, trial in zip(blocks, trials, strict=True):
+        got = _run(block, tmp_path, {})
+        stored = _stored(study_dir, trial)
+        assert got["argv"] == stored["argv"][1:]  # `vllm` itself is argv[0] of the recorder
+        env = {k: got["env"][k] for k in stored["env"]}
+        assert env == stored["env"]
+        applied = _start_sim(got["argv"], env, tmp_path / f"t{trial}")
+        assert applied == resolve(stored["argv"][3:], stored["env"], profile)
+        assert applied.max_num_seqs == int(stored["params"]["max_num_seqs"])
+        assert applied.max_num_batched_tokens == int(stored["params"]["max_num_batched_tokens"])
+
+
+def _start_sim(argv: list[str], env: dict[str, str], trial_dir: Path) -> SimConfig:
+    """Start the simulated engine with the pasted command's argv/env; what it applied."""
+    config = EngineConfig(
+        command=("vllm", *argv[:2]), args=tuple(argv[2:]), env=env, model=argv[1], port=8000
+    )
+    with SimLauncher(SimSettings(profile="h200x4")) as launcher:
+        launcher.start(config, trial_dir)
+        engine = launcher.wait_ready(10).virtual
+        assert isinstance(engine, SimEngine)
+        return engine.cfg

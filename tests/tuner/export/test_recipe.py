@@ -1,0 +1,83 @@
+"""recipe.yaml: a recipe preset that loads back into the exact launches that were measured."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+
+from tests.tuner.export.conftest import CONFIGS, TIERS, figures
+from tuner.export import export_study
+from tuner.export.configs import flags_dict
+from tuner.export.recipe import point_launch
+
+REFERENCE = Path("/work/shared/reference/vllm-recipe-MiniMax-M3.1-Flash.json")
+
+
+def _load(results: Path) -> dict[str, Any]:
+    export_study("hand", None, None, results)
+    return dict(yaml.safe_load((results / "hand" / "recipe.yaml").read_text()))
+
+
+def _stored_launch(results: Path, trial: int) -> tuple[list[str], dict[str, str]]:
+    """The argv and env a trial ran with, from the fingerprint the study stored."""
+    study = optuna.load_study(study_name="hand", storage=f"sqlite:///{results}/hand/study.db")
+    argv_text, _, env_text = study.trials[trial].user_attrs["fingerprint"].partition(" | ")
+    env = dict(kv.split("=", 1) for kv in env_text.split(",") if kv)
+    return shlex.split(argv_text), env
+
+
+def test_points_rebuild_the_measured_launch_exactly(hand_results: Path) -> None:
+    recipe = _load(hand_results)
+    preset = recipe["presets"]["hand"]
+    assert sorted(preset["points"]) == sorted(f"c{c}" for c in TIERS)
+    for key, point in preset["points"].items():
+        launch = point_launch(recipe, "hand", key)
+        argv, env = _stored_launch(hand_results, point["trial"])
+        assert launch.program == argv[:3]
+        assert flags_dict(launch.args) == flags_dict(argv[3:])
+        assert launch.env == env
+        assert point["verified"] is True
+
+
+def test_points_carry_figures_baseline_and_gain(hand_results: Path) -> None:
+    recipe = _load(hand_results)
+    for key, point in recipe["presets"]["hand"]["points"].items():
+        c = point["concurrency"]
+        assert key == f"c{c}"
+        want = figures(*CONFIGS[point["trial"]], c)
+        measured = point["measured"]
+        for metric in ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput"):
+            assert measured[metric] == round(want[metric], 4)
+        assert measured["confirmations"] == 1 and measured["spread"] == 0.0
+        base = figures(*CONFIGS[0], c)["p99_tpot_ms"]
+        assert point["baseline"]["trial"] == 0
+        assert point["gain"] == round((base - want["p99_tpot_ms"]) / base, 4)
+
+
+def test_shape_follows_the_recipe_presets(hand_results: Path) -> None:
+    recipe = _load(hand_results)
+    ref_preset = next(iter(json.loads(REFERENCE.read_text())["presets"].values()))
+    preset = recipe["presets"]["hand"]
+    for key in ("label", "hardware", "description", "workload", "image", "args", "env", "points"):
+        assert key in preset and key in ref_preset
+    assert preset["hardware"] == "simulated 4x H200"
+    assert preset["image"] == "vllm/vllm-openai:v0.17.1"
+    assert recipe["model"]["model_id"] == "org/model"
+    # shared flags sit once in the preset, never again in a point
+    shared = set(flags_dict(preset["args"]))
+    assert {"--tensor-parallel-size", "--enable-expert-parallel", "--host"} <= shared
+    for point in preset["points"].values():
+        assert {"concurrency", "args", "env"} <= set(point)
+        assert not shared & set(flags_dict(point["args"]))
+
+
+def test_export_is_idempotent(hand_results: Path) -> None:
+    first = export_study("hand", None, None, hand_results)
+    before = {p.name: p.read_bytes() for p in first.files}
+    again = export_study("hand", None, None, hand_results)
+    assert {p.name: p.read_bytes() for p in again.files} == before

@@ -1,0 +1,147 @@
+"""Per-tier data: recommendation, baseline, Pareto front, failures, counts, importances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tests.tuner.export.conftest import CONFIGS, TIERS, figures
+from tuner.export.build import Export, build_export
+from tuner.export.data import load_study_data
+from tuner.export.importance import MIN_TRIALS, tier_importance
+from tuner.export.secrets import Redactor, SecretLeakError
+from tuner.export.tiers import Point, pareto_front
+
+
+def _export(results: Path) -> Export:
+    return build_export(load_study_data("hand", None, results))
+
+
+def test_recommendation_is_the_best_feasible_config_per_tier(hand_results: Path) -> None:
+    export = _export(hand_results)
+    for t in export.tiers:
+        best = min(CONFIGS, key=lambda cfg: figures(*cfg, t.concurrency)["p99_tpot_ms"])
+        rec = t.tier.recommended
+        assert rec is not None and rec.trial == CONFIGS.index(best)
+        assert rec.metrics["p99_tpot_ms"] == figures(*best, t.concurrency)["p99_tpot_ms"]
+        assert rec.confirmations == 1 and rec.spread == 0.0
+        base = figures(*CONFIGS[0], t.concurrency)["p99_tpot_ms"]
+        assert t.tier.gain == (base - rec.metrics["p99_tpot_ms"]) / base
+        assert t.tier.baseline is not None and t.tier.baseline.trial == 0
+        assert t.launch is not None and t.launch.verified
+
+
+def test_front_is_exactly_the_non_dominated_feasible_set(hand_results: Path) -> None:
+    export = _export(hand_results)
+    for t in export.tiers:
+        c = t.concurrency
+        feasible = {i: figures(*cfg, c) for i, cfg in enumerate(CONFIGS)}
+        expected = {
+            i
+            for i, m in feasible.items()
+            if not any(
+                o["output_throughput"] >= m["output_throughput"]
+                and o["p99_tpot_ms"] <= m["p99_tpot_ms"]
+                and o != m
+                for o in feasible.values()
+            )
+        }
+        assert set(t.tier.front) == expected
+        xs = [p.metrics["output_throughput"] for p in t.tier.front_points()]
+        assert xs == sorted(xs)
+        assert t.tier.recommended is not None and t.tier.recommended.trial in t.tier.front
+
+
+def test_copies_and_infeasible_trials_stay_off_the_front(hand_results: Path) -> None:
+    export = _export(hand_results)
+    n = len(CONFIGS)
+    for t in export.tiers:
+        numbers = [p.trial for p in t.tier.points]
+        assert n + 4 not in numbers  # duplicate_of trial 1: the same launch, not a new point
+        slo = t.tier.point(n + 2)
+        assert slo is not None and not slo.feasible and slo.trial not in t.tier.front
+        assert n not in numbers and n + 1 not in numbers  # rules / oom: nothing measured
+
+
+def test_failures_name_kind_and_reason(hand_results: Path) -> None:
+    export = _export(hand_results)
+    kinds = {f.trial: f.kind for f in export.failures}
+    n = len(CONFIGS)
+    assert kinds == {n: "rules", n + 1: "oom", n + 2: "slo", n + 3: "infra"}
+    assert "out of memory" in next(f.reason for f in export.failures if f.kind == "oom")
+    assert export.failure_counts() == {"rules": 1, "oom": 1, "slo": 1, "infra": 1}
+    counts = export.data.counts()
+    assert counts["total"] == n + 5 and counts["failed"] == 1 and counts["infeasible"] == 3
+
+
+def test_importance_per_tier_ranks_the_knob_that_drives_the_objective(hand_results: Path) -> None:
+    export = _export(hand_results)
+    for t in export.tiers:
+        imp = t.importance
+        assert imp.trials == len(CONFIGS) and imp.note == ""
+        assert set(imp.values) == {
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "long_prefill_token_threshold",
+        }
+        # p99 TPOT grows with sqrt(chunk size) in the model: the chunk size must lead.
+        assert max(imp.values, key=imp.values.__getitem__) == "max_num_batched_tokens"
+    assert [t.concurrency for t in export.tiers] == list(TIERS)
+
+
+def test_importance_needs_enough_trials(hand_results: Path) -> None:
+    export = _export(hand_results)
+    t = export.tiers[0]
+
+    t.tier.points = t.tier.points[: MIN_TRIALS - 1]
+    imp = tier_importance(t.tier, export.data.trials, export.data.objective)
+    assert imp.values == {} and "needs at least" in imp.note
+
+
+def _p(trial: int, x: float, y: float, feasible: bool = True) -> Point:
+    return Point(trial, {}, {"output_throughput": x, "p99_tpot_ms": y}, feasible)
+
+
+def test_pareto_front_ties_and_infeasible_points() -> None:
+    points = [_p(0, 100, 10), _p(1, 100, 10), _p(2, 200, 20), _p(3, 150, 30), _p(4, 500, 1, False)]
+    assert pareto_front(points) == [0, 1, 2]  # equal points dominate neither; 3 is dominated
+
+
+def test_scrub_removes_known_values_and_token_shapes() -> None:
+    r = Redactor()
+    r.add("s3cr3t-value")
+    text = (
+        "key s3cr3t-value, hf_abcdefghijklmnopqrstuvwx, Authorization: Bearer abcdefghijklmnop123"
+    )
+    assert r.scrub(text) == "key <redacted>, <redacted>, Authorization: Bearer <redacted>"
+    assert r.scrub("--max-num-batched-tokens 8192") == "--max-num-batched-tokens 8192"
+    with pytest.raises(SecretLeakError):
+        r.check(Path("x"), "value s3cr3t-value")
+
+
+def test_confirmations_pool_into_their_trial(hand_results: Path) -> None:
+    url = f"sqlite:///{hand_results / 'hand' / 'study.db'}"
+    study = optuna.load_study(study_name="hand", storage=url)
+    before = _export(hand_results).tiers[1].tier
+    rec = before.recommended
+    assert rec is not None
+    original = study.trials[rec.trial]
+    tiers = {
+        k: {**m, "p99_tpot_ms": m["p99_tpot_ms"] * 1.1}
+        for k, m in original.user_attrs["tiers"].items()
+    }
+    attrs = {**original.user_attrs, "tiers": tiers, "confirm_of": rec.trial}
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=original.params, distributions=original.distributions,
+            values=original.values, user_attrs=attrs,
+        )
+    )  # fmt: skip
+    tier = _export(hand_results).tiers[1].tier
+    point = tier.point(rec.trial)
+    assert point is not None and point.confirmations == 2
+    assert point.metrics["p99_tpot_ms"] == pytest.approx(rec.metrics["p99_tpot_ms"] * 1.05)
+    assert point.spread == pytest.approx(0.1 / 1.05)
+    assert len(tier.points) == len(before.points)  # a confirmation is not a point of its own

@@ -1,0 +1,81 @@
+"""Everything an export shows, as plain data: built once, then rendered into each file."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.export.configs import LaunchConfig, collect_secrets, launch_config
+from tuner.export.data import StudyData
+from tuner.export.importance import Importance, tier_importance
+from tuner.export.secrets import Redactor
+from tuner.export.tiers import Tier, build_tiers
+
+
+@dataclass
+class Failure:
+    """Why one trial produced no usable measurement."""
+
+    trial: int
+    state: str
+    kind: str
+    reason: str
+
+
+@dataclass
+class TierExport:
+    tier: Tier
+    launch: LaunchConfig | None
+    importance: Importance
+
+    @property
+    def concurrency(self) -> int:
+        return self.tier.concurrency
+
+
+@dataclass
+class Export:
+    data: StudyData
+    tiers: list[TierExport]
+    baseline: LaunchConfig | None
+    redactor: Redactor
+    failures: list[Failure] = field(default_factory=list)
+
+    def failure_counts(self) -> dict[str, int]:
+        return dict(Counter(f.kind for f in self.failures).most_common())
+
+
+def build_export(data: StudyData) -> Export:
+    redactor = Redactor()
+    collect_secrets(data.space, redactor)
+    by_number = {t.number: t for t in data.trials}
+    tiers = build_tiers(data.trials, data.objective, data.tiers)
+    out = []
+    for tier in tiers:
+        rec = tier.recommended
+        launch = launch_config(data.space, by_number[rec.trial], redactor) if rec else None
+        out.append(TierExport(tier, launch, tier_importance(tier, data.trials, data.objective)))
+    base = next((t for t in data.trials if t.user_attrs.get("baseline")), None)
+    baseline = launch_config(data.space, base, redactor) if base is not None else None
+    return Export(data, out, baseline, redactor, failures(data.trials, redactor))
+
+
+def failures(trials: list[FrozenTrial], redactor: Redactor) -> list[Failure]:
+    """Infeasible and failed trials with their reason; copies of a failed launch say so."""
+    out = []
+    for t in trials:
+        attrs = t.user_attrs
+        if t.state == TrialState.COMPLETE and attrs.get("feasible"):
+            continue
+        if t.state in (TrialState.RUNNING, TrialState.WAITING):
+            continue
+        kind = str(attrs.get("failure_kind") or ("infra" if t.state == TrialState.FAIL else ""))
+        if attrs.get("interrupted"):
+            kind = "interrupted"
+        reason = str(attrs.get("failure") or "no reason recorded")
+        if attrs.get("duplicate_of") is not None:
+            reason = f"same launch as trial {attrs['duplicate_of']}: {reason}"
+        out.append(Failure(t.number, t.state.name, kind or "unknown", redactor.scrub(reason)))
+    return out

@@ -1,0 +1,118 @@
+"""Ready-to-paste ``vllm serve`` and ``docker run`` commands per tier (``commands.md``).
+
+Every word goes through ``shlex.quote``, so JSON flags survive a shell; a secret flag's value is
+written ``"${NAME}"`` for the shell to fill in, and secret env vars are named, never valued.
+The ``docker run`` command is what the docker launcher would start (see ``docker_run``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+
+from tuner.export.build import Export, TierExport
+from tuner.export.configs import Group, LaunchConfig, flag_groups
+from tuner.export.docker_run import docker_groups, unrendered
+from tuner.space.schema import Space
+
+_ENV_REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+
+
+def quote(word: str) -> str:
+    return f'"{word}"' if _ENV_REF.match(word) else shlex.quote(word)
+
+
+def render(groups: Sequence[Sequence[str]], env: dict[str, str] | None = None) -> str:
+    """One group per line, continued with backslashes, after ``K=V`` env assignments."""
+    # The value alone is quoted: a quoted "K=V" word would be a command name, not an assignment.
+    lines = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
+    lines += [" ".join(quote(w) for w in g) for g in groups if g]
+    return " \\\n  ".join(lines)
+
+
+def serve_groups(launch: LaunchConfig) -> list[Group]:
+    return [tuple(launch.program), *flag_groups(launch.args)]
+
+
+def serve_command(launch: LaunchConfig) -> str:
+    return render(serve_groups(launch), launch.env)
+
+
+def docker_command(launch: LaunchConfig, space: Space) -> str:
+    return render(docker_groups(launch, space))
+
+
+def commands_markdown(export: Export) -> str:
+    data = export.data
+    lines = [f"# Recommended launches: study `{data.name}`", "", _intro(export), ""]
+    for t in export.tiers:
+        lines += _tier_section(t, export)
+    if export.baseline is not None:
+        lines += [
+            f"## Baseline (trial {export.baseline.trial})",
+            "",
+            "Every tuned parameter at its default, as measured first: the reference for the gains.",
+            "",
+            "```sh",
+            serve_command(export.baseline),
+            "```",
+            "",
+        ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _intro(export: Export) -> str:
+    data, obj = export.data, export.data.objective
+    text = (
+        f"{data.space.engine.name} {data.space.engine.version} serving "
+        f"`{data.space.engine.model}` on {data.space.hardware or 'unspecified hardware'}; "
+        f"each tier's config minimises {obj.description} ({obj.name}) "
+        "among the configs that met every constraint."
+    )
+    if obj.direction == "maximize":
+        text = text.replace("minimises", "maximises")
+    if data.target_kind == "sim":
+        text += (
+            "\n\n> Measured on the simulated engine: the commands are exact, the figures are "
+            "the simulator's. Re-measure on the real hardware before relying on the gains."
+        )
+    return text
+
+
+def _tier_section(t: TierExport, export: Export) -> list[str]:
+    head = [f"## c{t.concurrency}: {t.concurrency} concurrent request(s)", ""]
+    if t.launch is None or t.tier.recommended is None:
+        return [*head, "No feasible config at this tier: see report.html for why.", ""]
+    rec = t.tier.recommended
+    lines = [*head, f"Trial {rec.trial}. {_figures_line(t, export)}", ""]
+    if secrets := sorted({*t.launch.secret_env, *t.launch.secret_args}):
+        names = ", ".join(secrets)
+        lines += [f"Export {names} in your shell first (values are never written here).", ""]
+    lines += ["```sh", serve_command(t.launch), "```", ""]
+    lines += ["```sh", docker_command(t.launch, export.data.space), "```", ""]
+    if extra := unrendered(export.data.space):
+        lines += [f"The docker target also sets SDK options with no flag here: `{extra}`.", ""]
+    return lines
+
+
+def _figures_line(t: TierExport, export: Export) -> str:
+    rec, base = t.tier.recommended, t.tier.baseline
+    assert rec is not None
+    m = rec.metrics
+    parts = [
+        f"p99 TPOT {m.get('p99_tpot_ms', float('nan')):.1f} ms",
+        f"median TPOT {m.get('median_tpot_ms', float('nan')):.1f} ms",
+        f"p99 TTFT {m.get('p99_ttft_ms', float('nan')):.0f} ms",
+        f"{m.get('output_throughput', float('nan')):.1f} output tok/s",
+        f"{rec.confirmations} measurement(s), spread {rec.spread * 100:.1f}%",
+    ]
+    text = ", ".join(parts) + "."
+    if t.tier.gain is not None and base is not None:
+        key = export.data.objective.key
+        word = "better" if t.tier.gain >= 0 else "worse"
+        text += (
+            f" Baseline (trial {base.trial}) {key} {base.metrics[key]:.1f}: "
+            f"{abs(t.tier.gain) * 100:.1f}% {word}."
+        )
+    return text

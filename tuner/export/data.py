@@ -1,0 +1,104 @@
+"""The study as plain data, rebuilt from the Optuna storage alone.
+
+Everything an export needs (space, objective, tiers, trials) comes out of the storage: the study
+records the full space file text, so base args, env, target and engine are re-parsed from it and
+the space file itself may be gone or edited since.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.trial import FrozenTrial, TrialState
+from pydantic import ValidationError
+
+from objectives.objective import Objective, get_objective
+from tuner.errors import StudyError
+from tuner.show import load_study
+from tuner.space.schema import Space
+
+
+@dataclass
+class StudyData:
+    """One study: its space, objective, tiers and every trial, as stored."""
+
+    name: str
+    storage: str
+    study: optuna.Study
+    space: Space
+    objective: Objective
+    tiers: list[int]
+    attrs: dict[str, Any]
+    trials: list[FrozenTrial] = field(default_factory=list)
+
+    @property
+    def target_kind(self) -> str:
+        """The launcher the trials ran on (``sim`` when ``--launcher sim`` replaced the target)."""
+        return str(self.attrs.get("target_kind") or self.space.target.kind)
+
+    def counts(self) -> dict[str, int]:
+        """Trials by outcome: total, complete, feasible, infeasible, failed, running."""
+        done = [t for t in self.trials if t.state == TrialState.COMPLETE]
+        feasible = sum(1 for t in done if t.user_attrs.get("feasible"))
+        return {
+            "total": len(self.trials),
+            "complete": len(done),
+            "feasible": feasible,
+            "infeasible": len(done) - feasible,
+            "failed": sum(1 for t in self.trials if t.state == TrialState.FAIL),
+            "unfinished": sum(1 for t in self.trials if t.state in _UNFINISHED),
+        }
+
+    def wall_time_s(self) -> float:
+        """From the first trial's start to the last trial's end (0 for an empty study)."""
+        starts = [t.datetime_start for t in self.trials if t.datetime_start]
+        ends = [t.datetime_complete for t in self.trials if t.datetime_complete]
+        if not starts or not ends:
+            return 0.0
+        return max(0.0, (max(ends) - min(starts)).total_seconds())
+
+    def created(self) -> str:
+        stamp = self.attrs.get("created")
+        if not isinstance(stamp, int | float) or not math.isfinite(stamp):
+            return "unknown"
+        return datetime.fromtimestamp(stamp, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+_UNFINISHED = (TrialState.RUNNING, TrialState.WAITING)
+
+
+def load_study_data(name: str, storage: str | None, results_dir: Path) -> StudyData:
+    """Open the study and re-parse the space it recorded; a foreign study is a one-line error."""
+    study = load_study(name, storage, results_dir)
+    attrs = dict(study.user_attrs)
+    missing = [k for k in ("objective", "tiers", "space_yaml") if k not in attrs]
+    if missing:
+        raise StudyError(
+            f"study {name!r} lacks {', '.join(missing)} in its user attrs: it was not created by "
+            "'tune run', so there is nothing to export"
+        )
+    url = storage or f"sqlite:///{results_dir / name / 'study.db'}"
+    return StudyData(
+        name=name,
+        storage=url,
+        study=study,
+        space=space_from_text(name, str(attrs["space_yaml"])),
+        objective=get_objective(str(attrs["objective"])),
+        tiers=[int(t) for t in attrs["tiers"]],
+        attrs=attrs,
+        trials=study.get_trials(deepcopy=False),
+    )
+
+
+def space_from_text(name: str, text: str) -> Space:
+    try:
+        return Space.model_validate(yaml.safe_load(text))
+    except (ValidationError, yaml.YAMLError) as err:
+        first = str(err).splitlines()[0]
+        raise StudyError(f"study {name!r}: its recorded space no longer parses: {first}") from None

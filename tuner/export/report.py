@@ -1,0 +1,277 @@
+"""``report.html``: one self-contained page (inline CSS, SVG and a few lines of JS, no network).
+
+Sections: the study at a glance, the searched space, the recommendation per tier, then per
+tier the Pareto plot, the best-vs-baseline table, the front and which parameters mattered, and
+last why trials failed. The script only checks that each plot laid out (for headless tests and
+a visible warning); the page reads the same without it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+from tuner.export.build import Export, TierExport
+from tuner.export.commands import serve_command
+from tuner.export.docker_run import image_of
+from tuner.export.plots import bars_html, pareto_svg
+from tuner.export.tiers import FIGURE_KEYS, Point
+from tuner.space.params import Parameter
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}h3{margin-top:1.4em}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ddd;padding:3px 8px;
+text-align:left;vertical-align:top}th{background:#f4f4f4}td.num{text-align:right}
+.better{color:#17803d}.worse{color:#b3261e}.note{color:#666}
+pre{background:#f6f8fa;padding:.8em;overflow-x:auto;font-size:12px}
+table.importance td.bar{width:300px}table.importance span{display:block;height:10px;
+background:#1f77b4}.warn{background:#fde7e9;padding:.5em}.scroll{overflow-x:auto}
+"""
+# Marks each plot that laid out with a non-empty box; a warning names any that did not.
+SCRIPT = """
+addEventListener('load',function(){var bad=[];document.querySelectorAll('svg.pareto')
+.forEach(function(s){var g=s.querySelector('g.marks'),b=g?g.getBBox():null,ok=!!b&&b.width>0;
+s.setAttribute('data-rendered',ok||s.dataset.points==='0'?'yes':'no');if(!ok&&s.dataset.points
+!=='0')bad.push(s.id)});if(bad.length){var p=document.createElement('p');p.className='warn';
+p.textContent='plots that did not render: '+bad.join(', ');document.body.prepend(p)}});
+"""
+LABELS = {
+    "median_tpot_ms": "median TPOT (ms)",
+    "p99_tpot_ms": "p99 TPOT (ms)",
+    "p99_ttft_ms": "p99 TTFT (ms)",
+    "output_throughput": "output throughput (tok/s)",
+}
+
+
+def _table(head: Sequence[str] | None, rows: Iterable[Sequence[Any]]) -> str:
+    th = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>" if head else ""
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
+    return f'<div class="scroll"><table>{th}{body}</table></div>'  # wide tables scroll alone
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, _Raw):
+        return f"<td>{v.html}</td>"
+    if isinstance(v, float):
+        return f'<td class="num">{v:,.2f}</td>'
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f'<td class="num">{v}</td>'
+    return f"<td>{escape('-' if v is None else str(v))}</td>"
+
+
+class _Raw:
+    def __init__(self, html: str) -> None:
+        self.html = html
+
+
+def gain_html(gain: float | None) -> _Raw:
+    if gain is None:
+        return _Raw("-")
+    cls, word = ("better", "better") if gain >= 0 else ("worse", "worse")
+    return _Raw(f'<span class="{cls}">{abs(gain) * 100:.1f}% {word}</span>')
+
+
+def redact_url(url: str) -> str:
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1<redacted>@", url)
+
+
+def report_html(export: Export) -> str:
+    data = export.data
+    parts = [
+        f"<h1>Tuning study <code>{escape(data.name)}</code></h1>",
+        _summary(export),
+        _space(export),
+        "<h2>Recommended config per concurrency tier</h2>",
+        _overview(export),
+        *(_tier(t, export) for t in export.tiers),
+        _failures(export),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>tune: {escape(data.name)}</title><style>{CSS}</style></head><body>\n"
+        + "\n".join(parts)
+        + f"\n<script>{SCRIPT}</script></body></html>\n"
+    )
+
+
+def _summary(export: Export) -> str:
+    data, n = export.data, export.data.counts()
+    engine = data.space.engine
+    wall = data.wall_time_s()
+    rows = [
+        ("space", data.space.description or data.attrs.get("space_path", "")),
+        ("hardware", data.space.hardware or "-"),
+        ("engine", f"{engine.name} {engine.version}, model {engine.model}"),
+        ("image", image_of(data.space)),
+        ("measured on", _measured_on(export)),
+        (
+            "objective",
+            f"{data.objective.name}: {data.objective.description} ({data.objective.direction})",
+        ),
+        ("tiers", ", ".join(f"c{t}" for t in data.tiers)),
+        (
+            "trials",
+            f"{n['total']} in all: {n['feasible']} feasible at every tier, "
+            f"{n['infeasible']} infeasible at one tier or more, "
+            f"{n['failed']} failed (infrastructure or interrupted), {n['unfinished']} unfinished",
+        ),
+        ("wall time", f"{wall / 60:.1f} min (first trial start to last trial end)"),
+        ("created", data.created()),
+        ("storage", export.redactor.scrub(redact_url(data.storage))),
+    ]
+    return "<h2>Summary</h2>" + _table(None, rows)
+
+
+def _measured_on(export: Export) -> str:
+    kind = export.data.target_kind
+    if kind == "sim":
+        return "the simulated engine (figures are the simulator's; re-measure on the hardware)"
+    return f"{kind} launcher"
+
+
+def _space(export: Export) -> str:
+    space = export.data.space
+    rows = []
+    for name, p in space.parameters.items():
+        values = ", ".join(map(str, p.choices)) if p.choices else _range(p.low, p.high, p.log)
+        rows.append((name, _binds(p), values, str(p.default)))
+    html = "<h2>Search space</h2>" + _table(("parameter", "sets", "values", "default"), rows)
+    if space.rules:
+        html += "<p>Rules: " + "; ".join(f"<code>{escape(r)}</code>" for r in space.rules) + "</p>"
+    if space.slos:
+        slos = "; ".join(escape(s.model_dump_json(exclude_none=True)) for s in space.slos)
+        html += f"<p>SLOs: {slos}</p>"
+    return html
+
+
+def _binds(p: Parameter) -> str:
+    if p.json_key is not None:
+        return f"{p.json_key.flag} (JSON key {p.json_key.key})"
+    if p.knob is not None:
+        return f"knob {p.knob} (flag or env, as the engine version reads it)"
+    return str(p.flag or (f"env {p.env}" if p.env else "-"))
+
+
+def _range(low: Any, high: Any, log: bool) -> str:
+    def num(v: Any) -> str:
+        return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+    return f"{num(low)} .. {num(high)}" + (" (log scale)" if log else "")
+
+
+def _overview(export: Export) -> str:
+    obj = export.data.objective
+    rows: list[tuple[Any, ...]] = []
+    for t in export.tiers:
+        rec, base = t.tier.recommended, t.tier.baseline
+        if rec is None:
+            rows.append((f"c{t.concurrency}", "none feasible", None, None, _Raw("-"), None, None))
+            continue
+        rows.append(
+            (
+                f"c{t.concurrency}",
+                rec.trial,
+                rec.metrics.get(obj.key),
+                base.metrics.get(obj.key) if base else None,
+                gain_html(t.tier.gain),
+                rec.confirmations,
+                rec.spread * 100,
+            )
+        )
+    head = (
+        "tier",
+        "trial",
+        f"{obj.name} ({obj.unit})",
+        "baseline",
+        "gain",
+        "measurements",
+        "spread %",
+    )
+    return _table(head, rows)
+
+
+def _tier(t: TierExport, export: Export) -> str:
+    tier = t.tier
+    parts = [f'<h2 id="c{t.concurrency}">Concurrency {t.concurrency}</h2>', pareto_svg(tier)]
+    parts += ["<h3>Best vs baseline</h3>", _versus(t, export)]
+    parts += ["<h3>Pareto front (p99 TPOT vs output throughput)</h3>", _front(t)]
+    parts += ["<h3>Which parameters mattered</h3>", _importance(t, export)]
+    if t.launch is not None:
+        parts += ["<h3>Command</h3>", f"<pre>{escape(serve_command(t.launch))}</pre>"]
+    return '<section class="tier">' + "\n".join(parts) + "</section>"
+
+
+def _versus(t: TierExport, export: Export) -> str:
+    rec, base = t.tier.recommended, t.tier.baseline
+    if rec is None:
+        return '<p class="note">No feasible config at this tier.</p>'
+    rows = []
+    for key in FIGURE_KEYS:
+        mine, ref = rec.metrics.get(key), base.metrics.get(key) if base else None
+        change = None
+        if mine is not None and ref:
+            change = (mine - ref) / ref if key == "output_throughput" else (ref - mine) / ref
+        rows.append((LABELS[key], ref, mine, gain_html(change)))
+    head = (
+        "metric",
+        f"baseline (trial {base.trial})" if base else "baseline",
+        f"recommended (trial {rec.trial})",
+        "change",
+    )
+    changed = {k: v for k, v in rec.params.items() if base is None or base.params.get(k) != v}
+    note = ", ".join(f"{k}={v}" for k, v in changed.items()) or "same parameters as the baseline"
+    return (
+        _table(head, rows)
+        + f"<p>Settings that differ from the baseline: <code>{escape(note)}</code></p>"
+    )
+
+
+def _front(t: TierExport) -> str:
+    points: list[Point] = t.tier.front_points()
+    if not points:
+        return '<p class="note">No feasible trial measured this tier.</p>'
+    names = list(dict.fromkeys(k for p in points for k in p.params))
+    head = ["trial", *[LABELS[k] for k in FIGURE_KEYS], *names]
+    rows = [
+        [
+            _trial_label(p, t),
+            *[p.metrics.get(k) for k in FIGURE_KEYS],
+            *[str(p.params.get(n)) for n in names],
+        ]
+        for p in points
+    ]
+    return _table(head, rows)
+
+
+def _trial_label(p: Point, t: TierExport) -> str:
+    tags = [
+        tag
+        for tag, on in (("recommended", t.tier.recommended is p), ("baseline", p.baseline))
+        if on
+    ]
+    return f"{p.trial} ({', '.join(tags)})" if tags else str(p.trial)
+
+
+def _importance(t: TierExport, export: Export) -> str:
+    imp = t.importance
+    if not imp.values:
+        return f'<p class="note">Not computed: {escape(imp.note)}.</p>'
+    what = (
+        f"PED-ANOVA importance: how much each parameter separates the best "
+        f"{imp.quantile * 100:.0f}% of the {imp.trials} feasible trials on "
+        f"{export.data.objective.name} at c{t.concurrency} from the rest"
+    )
+    return f'<p class="note">{what}.</p>' + bars_html(imp.values)
+
+
+def _failures(export: Export) -> str:
+    if not export.failures:
+        return "<h2>Failures</h2><p>Every trial was feasible.</p>"
+    counts = _table(("kind", "trials"), export.failure_counts().items())
+    rows = [(f.trial, f.state, f.kind, f.reason) for f in export.failures]
+    return (
+        "<h2>Why trials failed</h2>" + counts + _table(("trial", "state", "kind", "reason"), rows)
+    )

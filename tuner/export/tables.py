@@ -1,0 +1,63 @@
+"""``trials.csv`` and ``pareto_c<N>.csv``: every parameter, every metric, every failure reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from optuna.trial import FrozenTrial
+
+from tuner.export.build import Export, TierExport
+from tuner.recommend import tier_metrics, trials_table
+from tuner.trial import CONSTRAINT_KEYS
+
+_ATTR_COLUMNS = ("failure_kind", "duplicate_of", "confirm_of", "requeued_from", "interrupted")
+
+
+def trials_frame(export: Export) -> pd.DataFrame:
+    """One row per trial: ``tune run``'s table plus failure kind, constraints, lineage, command."""
+    data = export.data
+    frame = trials_table(data.study, data.tiers)
+    if frame.empty:
+        return frame
+    by_number = {t.number: t for t in data.trials}
+    extra = pd.DataFrame([_extra(by_number[int(n)], export) for n in frame["trial"]])
+    frame["failure"] = frame["failure"].map(lambda s: export.redactor.scrub(str(s)))
+    return pd.concat([frame.reset_index(drop=True), extra], axis=1)
+
+
+def _extra(t: FrozenTrial, export: Export) -> dict[str, Any]:
+    attrs = t.user_attrs
+    row: dict[str, Any] = {k: attrs.get(k) for k in _ATTR_COLUMNS}
+    row.update(
+        {f"constraint_{k}": t.constraints.get(k) for k in CONSTRAINT_KEYS} if t.constraints else {}
+    )
+    for tier in export.data.tiers:
+        reasons = tier_metrics(t, tier).get("failure_reasons") or {}
+        if reasons:
+            row[f"c{tier}_failure_reasons"] = "; ".join(
+                f"{n}x {r}" for r, n in sorted(reasons.items())
+            )
+    row["datetime_start"] = t.datetime_start.isoformat() if t.datetime_start else None
+    row["engine_command"] = export.redactor.scrub(str(attrs.get("engine_command") or ""))
+    return row
+
+
+def pareto_frame(t: TierExport) -> pd.DataFrame:
+    """The tier's Pareto front (p99 TPOT vs output throughput): parameters and every metric."""
+    rows = []
+    tier = t.tier
+    rec = tier.recommended.trial if tier.recommended else None
+    base = tier.baseline.trial if tier.baseline else None
+    for p in tier.front_points():
+        row: dict[str, Any] = {
+            "trial": p.trial,
+            "recommended": p.trial == rec,
+            "baseline": p.trial == base,
+            "confirmations": p.confirmations,
+            "spread": p.spread,
+        }
+        row.update({f"param_{k}": v for k, v in p.params.items()})
+        row.update(p.metrics)
+        rows.append(row)
+    return pd.DataFrame(rows)
