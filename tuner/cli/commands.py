@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from tuner.cli import bench, cleanup, run, show  # noqa: F401
+from tuner.cli import bench, cleanup, run, show, worker  # noqa: F401
