@@ -74,6 +74,18 @@ def backend_of(url: str) -> str:
     )
 
 
+def driver_url(url: str) -> str:
+    """``url`` with an installed PostgreSQL driver named: SQLAlchemy 2.1 picks psycopg 3 for a
+    bare ``postgresql://``, while psycopg2 is what is commonly installed."""
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("postgresql", "postgres") or not sep:
+        return url
+    import importlib.util
+
+    driver = "psycopg" if importlib.util.find_spec("psycopg") else "psycopg2"
+    return f"postgresql+{driver}://{rest}"
+
+
 def journal_path(url: str) -> Path:
     """The file of a ``journal:`` URL (``journal:rel/path`` or ``journal:///abs/path``)."""
     rest = url.removeprefix("journal:")
@@ -119,7 +131,7 @@ def _open_inner(url: str, settings: StorageSettings, on_stale: StaleCallback | N
     if backend == "sqlite":
         sqlite_path(url).parent.mkdir(parents=True, exist_ok=True)
     return RDBStorage(
-        url,
+        driver_url(url),
         engine_kwargs=_engine_kwargs(backend),
         heartbeat_interval=settings.heartbeat_s,
         grace_period=settings.grace_s,

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tuner.storage import backend_of, journal_path, sqlite_path
+from tuner.storage import backend_of, driver_url, journal_path, sqlite_path
 from tuner.storage_proxy import Retrier
 
 _LOCAL: dict[tuple[str, str], threading.Lock] = {}
@@ -88,7 +88,9 @@ class StudyLock:
 
         if self._engine is None:
             self._engine = sqlalchemy.create_engine(
-                self.url, poolclass=sqlalchemy.pool.NullPool, connect_args={"connect_timeout": 10}
+                driver_url(self.url),
+                poolclass=sqlalchemy.pool.NullPool,
+                connect_args={"connect_timeout": 10},
             )
         conn = self._engine.connect()
         try:
