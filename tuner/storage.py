@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,14 @@ def _open_inner(url: str, settings: StorageSettings, on_stale: StaleCallback | N
         return JournalStorage(JournalFileBackend(str(path)))
     if backend == "sqlite":
         sqlite_path(url).parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():  # heartbeats are 'experimental' in optuna, and relied on here
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return _rdb(url, settings, backend, on_stale)
+
+
+def _rdb(
+    url: str, settings: StorageSettings, backend: str, on_stale: StaleCallback | None
+) -> RDBStorage:
     return RDBStorage(
         driver_url(url),
         engine_kwargs=_engine_kwargs(backend),

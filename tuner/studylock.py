@@ -40,10 +40,10 @@ def lock_file(url: str) -> Path | None:
     backend = backend_of(url)
     if backend == "sqlite":
         db = sqlite_path(url)
-        return db.with_name(db.name + ".lock")
+        return db.with_name(db.name + ".tune-lock")
     if backend == "journal":
         log = journal_path(url)
-        return log.with_name(log.name + ".lock")
+        return log.with_name(log.name + ".tune-lock")  # ".lock" is optuna's own
     return None
 
 
