@@ -21,6 +21,7 @@ from tuner.results import StudyPaths
 from tuner.slots import SlotRequest
 from tuner.space import Space, load_space
 from tuner.space.schema import TargetSpec
+from tuner.storage import driver_url
 from tuner.trial import TrialRunner
 
 
@@ -107,7 +108,7 @@ def open_study(
     tiers = list(ctx.space.workload.tiers)
     study = optuna.create_study(
         study_name=ctx.name,
-        storage=storage or ctx.storage_url,
+        storage=storage or driver_url(ctx.storage_url),
         directions=[ctx.objective.direction] * len(tiers),
         sampler=make_sampler(ctx.space),
         load_if_exists=True,
