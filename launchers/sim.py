@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +25,7 @@ from launchers import register
 from launchers._base import Endpoint, Launcher, LauncherSettings
 from launchers.simengine import EngineRefused, SimEngine, load_profile
 from launchers.simengine.config import resolve
+from objectives.records import BenchRequest, RequestRecord
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError
 
@@ -34,6 +37,18 @@ class SimSettings(LauncherSettings):
     seed: int = Field(0, description="Base seed of run-to-run noise (mixed with the trial label)")
     startup_s: float = Field(
         0.0, ge=0, description="Start-up seconds reported in engine.log (virtual; nothing waits)"
+    )
+    wall_startup_s: float = Field(
+        0.0,
+        ge=0,
+        description="Wall-clock seconds wait_ready sleeps, to stand in for a real start-up "
+        "(parallel-slot benchmarks, killing a worker mid-trial); 0 keeps launches instant",
+    )
+    wall_time_scale: float = Field(
+        0.0,
+        ge=0,
+        description="Each tier also sleeps its virtual duration times this factor in wall "
+        "time (0.01: a 100 s benchmark takes 1 s); 0 keeps tiers instant",
     )
 
 
@@ -89,7 +104,11 @@ class SimLauncher(Launcher):
             raise self._error
         if self._engine is None:
             raise LaunchError("sim engine was not started", FailureKind.INFRA)
-        return Endpoint(model=self._model, virtual=self._engine)
+        s = self._settings
+        if s.wall_startup_s:
+            time.sleep(min(s.wall_startup_s, timeout_s))
+        virtual = _WallClock(self._engine, s.wall_time_scale) if s.wall_time_scale else self._engine
+        return Endpoint(model=self._model, virtual=virtual)
 
     def logs(self) -> str:
         return "\n".join(self._lines)
@@ -106,6 +125,29 @@ class SimLauncher(Launcher):
         if self._log is not None and not self._log.closed:
             self._log.write(line + "\n")
             self._log.flush()
+
+
+class _WallClock:
+    """A virtual engine that also spends its (scaled) virtual duration in wall-clock time."""
+
+    def __init__(self, engine: SimEngine, scale: float) -> None:
+        self.engine, self.scale = engine, scale
+
+    def run(
+        self,
+        requests: Sequence[BenchRequest],
+        concurrency: int,
+        request_rate: float | None = None,
+        burstiness: float = 1.0,
+    ) -> list[RequestRecord]:
+        records = self.engine.run(requests, concurrency, request_rate, burstiness)
+        ends = [r.chunk_times[-1] for r in records if r.chunk_times]
+        if ends:
+            time.sleep((max(ends) - min(r.send_time for r in records)) * self.scale)
+        return records
+
+    def server_counters(self) -> dict[str, float]:
+        return self.engine.server_counters()
 
 
 if __name__ == "__main__":

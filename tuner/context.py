@@ -18,8 +18,10 @@ from objectives.objective import Objective, get_objective
 from tuner.errors import SpaceError, StudyError
 from tuner.recommend import TierRecommendation
 from tuner.results import StudyPaths
+from tuner.slots import SlotRequest
 from tuner.space import Space, load_space
 from tuner.space.schema import TargetSpec
+from tuner.storage import driver_url
 from tuner.trial import TrialRunner
 
 
@@ -35,6 +37,7 @@ class RunOptions:
     study: str | None = None
     storage: str | None = None
     results_dir: Path = Path("results")
+    parallel: SlotRequest = field(default_factory=SlotRequest)  # --gpus/--npus/--slots
 
 
 @dataclass
@@ -92,14 +95,20 @@ def _retarget(space: Space, kind: str, path: Path) -> Space:
     return space.model_copy(update={"target": target})
 
 
-def open_study(ctx: StudyContext) -> optuna.Study:
-    """Create or resume the study; a resumed study must match the space and objective."""
+def open_study(
+    ctx: StudyContext, storage: optuna.storages.BaseStorage | None = None
+) -> optuna.Study:
+    """Create or resume the study; a resumed study must match the space and objective.
+
+    ``storage`` replaces ``ctx.storage_url`` with an opened storage (workers pass one with
+    heartbeats and retries).
+    """
     if ctx.storage_url == ctx.paths.default_storage_url:
         ctx.paths.root.mkdir(parents=True, exist_ok=True)
     tiers = list(ctx.space.workload.tiers)
     study = optuna.create_study(
         study_name=ctx.name,
-        storage=ctx.storage_url,
+        storage=storage or driver_url(ctx.storage_url),
         directions=[ctx.objective.direction] * len(tiers),
         sampler=make_sampler(ctx.space),
         load_if_exists=True,

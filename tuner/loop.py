@@ -16,8 +16,9 @@ from optuna.trial import FrozenTrial, TrialState
 from tuner.context import StudyContext
 from tuner.errors import InfraError
 from tuner.recommend import TierRecommendation, format_recommendations, recommend, trials_table
-from tuner.results import write_atomic, write_json
+from tuner.results import staged_dir, write_atomic, write_json
 from tuner.sampling import jsonable, rules_violation, suggest, violated_rules
+from tuner.slots import Slot
 from tuner.space import render_engine_config
 from tuner.trial import CONSTRAINT_KEYS, TrialOutcome, TrialRunner, infeasible
 
@@ -29,8 +30,10 @@ MAX_CONSECUTIVE_FREE_TRIALS = 50
 class TrialLoop:
     """One run's objective function and bookkeeping around the Optuna study."""
 
-    def __init__(self, ctx: StudyContext, study: optuna.Study, report: Report) -> None:
-        self.ctx, self.study, self.report = ctx, study, report
+    def __init__(
+        self, ctx: StudyContext, study: optuna.Study, report: Report, slot: Slot | None = None
+    ) -> None:
+        self.ctx, self.study, self.report, self.slot = ctx, study, report, slot
         self.runner = TrialRunner(
             ctx.space, ctx.objective, ctx.space.study.ready_timeout_s, ctx.space_path.parent
         )
@@ -61,9 +64,8 @@ class TrialLoop:
             )
             out.constraints["rules"] = rules_violation(self.ctx.space, values)
             return out
-        config = render_engine_config(
-            self.ctx.space, values, labels={"study": self.ctx.name, "trial": str(trial.number)}
-        )
+        labels = {"study": self.ctx.name, "trial": str(trial.number)}
+        config = render_engine_config(self.ctx.space, values, labels=labels)
         trial.set_user_attr("fingerprint", config.fingerprint())
         trial.set_user_attr("engine_command", config.shell_command())
         if (twin := self._measured_twin(trial, config.fingerprint())) is not None:
@@ -74,7 +76,16 @@ class TrialLoop:
             tiers[str(tier.concurrency)] = tier.metrics
             trial.set_user_attr("tiers", jsonable(tiers))  # partial tiers survive a Ctrl-C
 
-        return self.runner.run(config, self.ctx.paths.trial_dir(trial.number), on_tier)
+        if self.slot is not None:  # the slot's port and devices; the record stays slot-free
+            config = render_engine_config(
+                self.ctx.space,
+                values,
+                port=self.slot.port,
+                devices=self.slot.devices,
+                labels=labels,
+            )
+        with staged_dir(self.ctx.paths.trial_dir(trial.number)) as trial_dir:
+            return self.runner.run(config, trial_dir, on_tier)
 
     def _measured_twin(self, trial: optuna.Trial, fingerprint: str) -> FrozenTrial | None:
         # Distinct parameter values can render to the same launch (an 'off' value makes other
@@ -105,13 +116,7 @@ class TrialLoop:
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Progress line, table refresh, re-queue of infra failures, and the stop condition."""
-        self.report(progress_line(trial, self.ctx, study))
-        if trial.state == TrialState.FAIL and not trial.user_attrs.get("interrupted"):
-            self._requeue(study, trial)
-        elif trial.state == TrialState.COMPLETE:
-            self.infra_streak = 0
-        self.free_streak = 0 if counts_toward_budget(trial) else self.free_streak + 1
-        write_tables(self.ctx, study)
+        self.record(study, trial)
         if finished_count(study) >= self.ctx.trials:
             study.stop()
         if self.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
@@ -123,6 +128,16 @@ class TrialLoop:
                 "measured launch; the space has little left to explore"
             )
             study.stop()
+
+    def record(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Progress line, table refresh and re-queue of infra failures (no stop decision)."""
+        self.report(progress_line(trial, self.ctx, study))
+        if trial.state == TrialState.FAIL and not trial.user_attrs.get("interrupted"):
+            self._requeue(study, trial)
+        elif trial.state == TrialState.COMPLETE:
+            self.infra_streak = 0
+        self.free_streak = 0 if counts_toward_budget(trial) else self.free_streak + 1
+        write_tables(self.ctx, study)
 
     def _requeue(self, study: optuna.Study, trial: FrozenTrial) -> None:
         # The config was not at fault: measure it again rather than lose it.

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,21 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def staged_dir(final: Path) -> Iterator[Path]:
+    """A trial folder filled under a hidden ``.NAME.partial`` name, renamed to ``final`` when
+    the trial ends (any way but a hard kill): a ``trials/NNNN`` folder is always whole, and a
+    crash leaves only a ``.partial`` one."""
+    staging = final.with_name(f".{final.name}.partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        yield staging
+    finally:
+        if staging.exists() and not final.exists():
+            os.replace(staging, final)
 
 
 def write_json(path: Path, data: Any) -> None:

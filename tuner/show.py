@@ -10,6 +10,7 @@ from objectives.objective import get_objective
 from tuner.errors import StudyError
 from tuner.recommend import format_recommendations, recommend
 from tuner.results import StudyPaths
+from tuner.storage import driver_url
 
 
 def load_study(name: str, storage: str | None, results_dir: Path) -> optuna.Study:
@@ -22,6 +23,7 @@ def load_study(name: str, storage: str | None, results_dir: Path) -> optuna.Stud
                 "pass --storage URL for a study stored elsewhere"
             )
         storage = paths.default_storage_url
+    storage = driver_url(storage)
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:

@@ -19,12 +19,13 @@ from tuner.errors import InfraError
 from tuner.export import export_study
 from tuner.loop import Report, TrialLoop, finished_count, requeue_attrs, write_tables
 from tuner.recommend import format_recommendations
+from tuner.slots import plan_slots
 
 __all__ = ["RunOptions", "StudySummary", "run_study"]
 
 
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM stops a run like Ctrl-C does: engines stopped, trials marked, results kept."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -44,14 +45,19 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     """Run (or resume) a study until it holds ``trials`` finished trials, or time runs out."""
     ctx = prepare(opts)
+    slots = plan_slots(ctx.space, opts.parallel)
+    if len(slots) > 1:  # one worker process per slot (see tuner.parallel)
+        from tuner.parallel import run_study_in_slots
+
+        return run_study_in_slots(ctx, opts, slots, report)
     study = open_study(ctx)
-    _seed_queue(study, ctx)
-    loop = TrialLoop(ctx, study, report)
+    seed_queue(study, ctx)
+    loop = TrialLoop(ctx, study, report, slots[0])
     interrupted = False
     done = finished_count(study)
     report(f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage {ctx.storage_url}")
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             if finished_count(study) < ctx.trials:
                 study.optimize(
                     loop, timeout=ctx.timeout_s, catch=(InfraError,), callbacks=[loop.after_trial]
@@ -66,7 +72,7 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     return StudySummary(ctx.name, finished_count(study), interrupted, recs, table)
 
 
-def _seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
+def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
     """Baseline first on a new study; configs of interrupted trials again on a resumed one."""
     trials = study.get_trials(deepcopy=False)
     if not trials:

@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point; returns the exit code instead of raising for user errors."""
     _register_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        code = app(args=argv, standalone_mode=False)
     except TunerError as err:
         if _state["debug"]:
             raise
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         if callable(show):
             show()
         return int(code)
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def _register_commands() -> None:

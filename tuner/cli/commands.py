@@ -2,4 +2,13 @@
 
 from __future__ import annotations
 
-from tuner.cli import bench, cleanup, dashboard, export, run, show, sim_serve  # noqa: F401
+from tuner.cli import (  # noqa: F401
+    bench,
+    cleanup,
+    dashboard,
+    export,
+    run,
+    show,
+    sim_serve,
+    worker,
+)

@@ -8,6 +8,7 @@ import typer
 
 from tuner.cli import app
 from tuner.durations import parse_duration
+from tuner.slots import SlotRequest
 from tuner.study import RunOptions, run_study
 
 
@@ -21,6 +22,12 @@ def run(
     study: str = typer.Option(None, "--study", help="Study name (default: from the space)."),
     storage: str = typer.Option(None, "--storage", help="Optuna storage URL."),
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Results folder."),
+    gpus: str = typer.Option(None, "--gpus", help="GPUs to use, e.g. 0-7: one trial per group."),
+    npus: str = typer.Option(None, "--npus", help="Ascend NPUs to use, e.g. 0-15."),
+    slots: int = typer.Option(None, "--slots", help="Trials at once (default: as devices fit)."),
+    devices_per_trial: int = typer.Option(
+        None, "--devices-per-trial", help="Devices one engine needs (default: from the space)."
+    ),
 ) -> None:
     """Run or resume a tuning study; prints the recommended config per concurrency tier."""
     opts = RunOptions(
@@ -32,6 +39,7 @@ def run(
         study=study,
         storage=storage,
         results_dir=results_dir,
+        parallel=SlotRequest(gpus, npus, slots, devices_per_trial),
     )
     summary = run_study(opts, report=lambda line: typer.echo(line))
     typer.echo("")
