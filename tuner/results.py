@@ -21,11 +21,22 @@ from typing import Any
 from tuner.engine import EngineConfig
 
 
+def _file_mode() -> int:
+    # mkstemp creates 0600 files; results are meant to be read like any file the user writes.
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _file_mode()
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and an atomic rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()
