@@ -61,8 +61,10 @@ def main() -> int:
             # Same steps; the noise (and draft acceptance) draws come in a different order.
             same = abs(tpot_fast / tpot_slow - 1) < 0.05
             worst = max(worst, fast)
-            print(f"{name:<16} {conc:>4} {fast:>8.3f} {slow:>8.3f} {slow / fast:>7.1f}x "
-                  f"{'yes' if same else 'NO':>5}")
+            print(
+                f"{name:<16} {conc:>4} {fast:>8.3f} {slow:>8.3f} {slow / fast:>7.1f}x "
+                f"{'yes' if same else 'NO':>5}"
+            )
     print(f"slowest tier with bulk stretches: {worst:.3f} s (target well under 0.3 s)")
     return 0
 

@@ -161,7 +161,12 @@ class EngineCore:
         """Runs decode-only steps up to the first finish (or the first step ending after
         ``until``, or the step before KV blocks run out); False when not applicable."""
         running = self.sched.running
-        if not self.bulk or not running or not self.sched.blocked() or any(r.prefilling for r in running):
+        if (
+            not self.bulk
+            or not running
+            or not self.sched.blocked()
+            or any(r.prefilling for r in running)
+        ):
             return False
         rem = np.array([r.output_len - r.produced for r in running])
         m = int(min(rem.min(), MAX_STRETCH))
