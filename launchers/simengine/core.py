@@ -60,6 +60,12 @@ class EngineCore:
         self._last_start = 0.0  # start of the previous step (async scheduling's horizon)
         self._interval = [0.0, 0.0]  # prompt tokens, generated tokens since the last line
 
+    def restart_clock(self) -> None:
+        """Virtual time starts again at 0 (a new run on the same, idle engine)."""
+        self.clock = 0.0
+        self._last_start = 0.0
+        self._next_log = LOG_INTERVAL_S
+
     def new_rid(self) -> int:
         """A request id unique for this engine's lifetime (block references are keyed by it)."""
         self._rid += 1
