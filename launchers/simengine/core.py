@@ -10,7 +10,7 @@ server drive this class.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -56,8 +56,15 @@ class EngineCore:
         self.counters.update(prompt_tokens=0.0, generation_tokens=0.0, finished=0.0)
         self._next_log = LOG_INTERVAL_S
         self._rid = 0
+        self.bulk = True  # decode stretches at once (False: every step alone, same results)
         self._last_start = 0.0  # start of the previous step (async scheduling's horizon)
         self._interval = [0.0, 0.0]  # prompt tokens, generated tokens since the last line
+
+    def restart_clock(self) -> None:
+        """Virtual time starts again at 0 (a new run on the same, idle engine)."""
+        self.clock = 0.0
+        self._last_start = 0.0
+        self._next_log = LOG_INTERVAL_S
 
     def new_rid(self) -> int:
         """A request id unique for this engine's lifetime (block references are keyed by it)."""
@@ -91,8 +98,9 @@ class EngineCore:
         dt = self.model.step_s(work) * self._noise(1)[0]
         self.clock += dt
         self._interval[0] += work.pf_tokens
+        accepted = iter(self._accepted(work.n_dec).tolist()) if self.k else None
         for req, n in plan.items:
-            self._apply(req, n)
+            self._apply(req, n, accepted)
         self._maybe_log()
         return dt
 
@@ -110,14 +118,14 @@ class EngineCore:
                 ctx_dec += req.computed + 1
         return StepWork(n_dec, ctx_dec, n_pf, pf_tokens, pairs, pf_ctx)
 
-    def _apply(self, req: SimRequest, n: int) -> None:
+    def _apply(self, req: SimRequest, n: int, drafts: Iterator[int] | None) -> None:
         if req.prefilling:
             req.computed += n
             self.sched.register(req)
             if req.computed >= req.num_tokens:
                 self._emit(req, 1, self.clock)
             return
-        accepted = int(self._accepted(1)[0]) if self.k else 0
+        accepted = next(drafts) if drafts is not None else 0
         req.computed += 1 + accepted
         self.sched.register(req)
         self._emit(req, 1 + accepted, self.clock)
@@ -159,7 +167,12 @@ class EngineCore:
         """Runs decode-only steps up to the first finish (or the first step ending after
         ``until``, or the step before KV blocks run out); False when not applicable."""
         running = self.sched.running
-        if not running or not self.sched.blocked() or any(r.prefilling for r in running):
+        if (
+            not self.bulk
+            or not running
+            or not self.sched.blocked()
+            or any(r.prefilling for r in running)
+        ):
             return False
         rem = np.array([r.output_len - r.produced for r in running])
         m = int(min(rem.min(), MAX_STRETCH))

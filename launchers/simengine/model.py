@@ -5,16 +5,16 @@ the work it holds, per device (tensor parallel over ``devices``, experts split o
 devices under expert parallel), plus fixed costs:
 
 - dense GEMMs (attention projections, router, LM head): ``max(weight bytes / HBM bandwidth,
-  FLOPs / (8-bit peak x efficiency))``. Efficiency rises with the batch rows M as
-  ``eff x M / (M + dense_half_rows)`` (small M leaves tensor cores idle); DeepGEMM
-  (``VLLM_USE_DEEP_GEMM=1``) raises the ceiling for M >= 128 and falls back below.
+  FLOPs / (8-bit peak x efficiency))``, where M rows cost as ``M + dense_half_rows`` rows
+  (tile padding: small M leaves tensor cores idle); DeepGEMM (``VLLM_USE_DEEP_GEMM=1``) raises
+  the efficiency for M >= 128 and falls back below.
 - MoE: each of the M rows goes to top_k of the experts; a device reads the weights of the
   experts it owns that were hit at least once (``E_d x (1 - (1 - top_k/E)^M)``: this is why
-  decode cost grows with batch size) and does ``2 x M x top_k x 3 x hidden x ffn`` FLOPs.
-  Per-backend efficiency saturates with rows per expert (``half_rows``); DeepGEMM MoE needs
-  >= 128 rows per expert and falls back to the Triton kernel below that; each backend has a
-  fixed per-layer cost (routing, permutation, launches) and, for some, a token count above
-  which it crashes (a known bug the profile names).
+  decode cost grows with batch size) and runs one GEMM per hit expert, costed as its rows plus
+  the backend's ``half_rows``. DeepGEMM MoE needs >= 128 rows per expert and falls back to the
+  Triton kernel below that; experts split N/TP ways (no expert parallel) run less efficiently;
+  each backend has a fixed per-layer cost (routing, permutation, launches) and, for some, a
+  token count above which it crashes (a known bug the profile names).
 - attention: prefill does ``4 x heads x head_dim`` FLOPs per query-key pair (causal chunks
   attend to everything before them) at the backend's fraction of 16-bit peak; decode reads
   every sequence's KV cache (``kv bytes/token x context``) at the backend's fraction of HBM
@@ -23,10 +23,14 @@ devices under expert parallel), plus fixed costs:
 - collectives: per layer one attention all-reduce and the MoE dispatch + combine, each a
   latency plus a ring transfer of ``M x hidden x 2`` bytes; Ascend's HCCL AIV shortens the
   latency, FlashComm1 the bytes, fused MC2 overlaps the MoE exchange with its GEMMs.
-- fixed costs: non-GEMM kernels per layer; graph replay of a decode-only step; the extra
-  launch cost of a step holding prefill (piecewise graphs); host op dispatch on Ascend (what
-  ``TASK_QUEUE_ENABLE`` pipelines); CPU scheduling, hidden behind the device step by async
-  scheduling (``max`` instead of sum).
+- fixed costs: non-GEMM kernels per layer; graph replay of a decode-only step; the cost of a
+  step holding prefill (``mixed_step_ms``, reached from 4096 prefill tokens: such steps run
+  outside the captured graphs with per-request attention planning; calibrated, it is what
+  makes many small chunks slower than few big ones, scenario 1b's S2 -> S3 and scenario 2's
+  median TPOT); with ``mixed_decode_eff`` a backend that serves decode rows of a mixed batch
+  with its prefill kernel reads their KV slower; host op dispatch on Ascend (what
+  ``TASK_QUEUE_ENABLE`` pipelines; the step takes ``max(device, host)``); CPU scheduling,
+  hidden behind the device step by async scheduling (``max`` instead of sum).
 - speculative decoding: each decoding sequence carries 1 + k query rows (verification) and
   drafting costs ``draft_ms_per_token x k`` on the device (eagle3, mtp) or the CPU (ngram,
   suffix).

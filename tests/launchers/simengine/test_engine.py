@@ -114,3 +114,25 @@ def test_run_to_run_noise_is_seeded_and_a_few_percent() -> None:
     assert _median_tpot(0) == runs[0]
     spread = (max(runs) - min(runs)) / np.mean(runs)
     assert 0.005 < spread < 0.1
+
+
+def test_chunk_size_trade_off_points_the_way_vllm_does() -> None:
+    """Big chunks: best median TPOT at low load; small chunks: best P99 TPOT at high load."""
+    fi = [*BASE, "--attention-backend", "FLASHINFER", "--max-num-seqs", "40"]
+    small = [*fi, "--max-num-batched-tokens", "64000", "--long-prefill-token-threshold", "6000"]
+    large = [*fi, "--max-num-batched-tokens", "262144"]
+    rng = np.random.default_rng(5)
+    outs = np.where(np.arange(30) % 4 == 0, 4, rng.integers(100, 600, 30))  # some short answers
+    reqs = [
+        BenchRequest("", int(p), int(o))
+        for p, o in zip(rng.integers(30_000, 60_000, 30), outs, strict=True)
+    ]
+
+    def tpot(args: list[str], conc: int, q: float) -> float:
+        records = SimEngine.from_argv(args, {}, "h200x4", 0).run(reqs, conc)
+        per = [(r.chunk_times[-1] - r.chunk_times[0]) / (r.output_tokens - 1) for r in records]
+        return float(np.percentile(per, q))
+
+    assert tpot(large, 2, 50) < tpot(small, 2, 50)
+    assert tpot(small, 16, 99) < 0.5 * tpot(large, 16, 99)
+    assert tpot(large, 16, 99) > 2.0  # multi-second stalls behind whole-prompt prefills
