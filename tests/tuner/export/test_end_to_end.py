@@ -3,15 +3,22 @@
 The recipe's and commands.md's launches are run through bash (``vllm`` is a recorder on PATH),
 then the simulated engine is started with exactly the argv and env bash produced: the settings
 it applies must be the ones the recommended trial ran with (its ``engine.json``), knob for knob.
+The same command, with ``vllm`` swapped for the simulated engine's HTTP server
+(``python -m launchers.sim``, same flags), starts a server that logs those settings and serves.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -21,8 +28,11 @@ from launchers.simengine.config import SimConfig, resolve
 from tests.tuner.conftest import SMALL_SPACE, write_yaml
 from tests.tuner.export.shell import run_pasted as _run
 from tuner.engine import EngineConfig
+from tuner.export.dashboard import free_port
 from tuner.export.recipe import point_launch
 from tuner.study import RunOptions, run_study
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +101,62 @@ def _start_sim(argv: list[str], env: dict[str, str], trial_dir: Path) -> SimConf
         engine = launcher.wait_ready(10).virtual
         assert isinstance(engine, SimEngine)
         return engine.cfg
+
+
+SHIM = """#!/bin/sh
+# `vllm serve ...` -> the simulated engine's HTTP server with the same flags, on a free port.
+exec {python} -m launchers.sim vllm "$@" --port "$SIM_PORT"
+"""
+
+
+def test_pasted_serve_command_starts_the_sim_http_server(study_dir: Path, tmp_path: Path) -> None:
+    text = (study_dir / "commands.md").read_text()
+    block = next(b for b in re.findall(r"```sh\n(.*?)\n```", text, flags=re.S) if "docker" not in b)
+    trial = int(re.findall(r"^Trial (\d+)\.", text, flags=re.M)[0])
+    params = _stored(study_dir, trial)["params"]
+    (tmp_path / "bin").mkdir()
+    shim = tmp_path / "bin" / "vllm"
+    shim.write_text(SHIM.format(python=sys.executable))
+    shim.chmod(0o755)
+    port = free_port()
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SIM_PORT": str(port)}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.Popen(["bash", "-c", block], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = _lines_until(proc, "Starting vLLM API server")
+        started = next(line for line in lines if "non-default args" in line)
+        assert f"max_num_batched_tokens={params['max_num_batched_tokens']}," in started
+        assert f"max_num_seqs={params['max_num_seqs']}," in started
+        _wait_healthy(f"http://127.0.0.1:{port}/health")
+        body = {"model": "org/model", "prompt": "hello", "max_tokens": 4}
+        done = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=30)
+        assert done.status_code == 200 and done.json()["usage"]["completion_tokens"] == 4
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _wait_healthy(url: str) -> None:
+    deadline = time.monotonic() + 30  # uvicorn binds just after the engine's last line
+    while True:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"{url} never answered 200"
+        time.sleep(0.05)
+
+
+def _lines_until(proc: subprocess.Popen[str], marker: str) -> list[str]:
+    assert proc.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            raise AssertionError("the engine exited:\n" + "".join(lines))
+        lines.append(line)
+        if marker in line:
+            return lines
+    raise AssertionError("the engine did not start in time")
