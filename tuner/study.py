@@ -49,7 +49,9 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     if len(slots) > 1:  # one worker process per slot (see tuner.parallel)
         from tuner.parallel import run_study_in_slots
 
-        return run_study_in_slots(ctx, opts, slots, report)
+        summary = run_study_in_slots(ctx, opts, slots, report)
+        export_results(ctx, report)
+        return summary
     study = open_study(ctx)
     seed_queue(study, ctx)
     loop = TrialLoop(ctx, study, report, slots[0])
@@ -66,10 +68,15 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
         interrupted = True
         report("interrupted: the running engine was stopped; rerun the same command to resume")
     recs = write_tables(ctx, study)
-    exported = export_study(ctx.name, ctx.storage_url, ctx.paths.root)
-    report(f"exported recipe.yaml, commands.md, report.html and tables to {exported.out_dir}/")
+    export_results(ctx, report)
     table = format_recommendations(recs, ctx.objective)
     return StudySummary(ctx.name, finished_count(study), interrupted, recs, table)
+
+
+def export_results(ctx: StudyContext, report: Report) -> None:
+    """recipe.yaml, commands.md, report.html and the tables, from the storage alone."""
+    exported = export_study(ctx.name, ctx.storage_url, ctx.paths.root)
+    report(f"exported recipe.yaml, commands.md, report.html and tables to {exported.out_dir}/")
 
 
 def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:

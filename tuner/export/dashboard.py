@@ -6,9 +6,11 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-import optuna
+from optuna.storages import BaseStorage
 
-from tuner.show import load_study
+from tuner.export.data import open_study
+from tuner.results import StudyPaths
+from tuner.storage import open_storage
 
 HOST = "127.0.0.1"  # the dashboard can edit studies: never expose it beyond this machine
 
@@ -19,8 +21,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def dashboard_url(storage: str, name: str, port: int) -> str:
-    study_id = optuna.storages.get_storage(storage).get_study_id_from_name(name)
+def dashboard_url(storage: BaseStorage, name: str, port: int) -> str:
+    study_id = storage.get_study_id_from_name(name)
     return f"http://{HOST}:{port}/dashboard/studies/{study_id}"
 
 
@@ -34,8 +36,9 @@ def serve_dashboard(
     """Serve until interrupted; ``announce`` gets the study's URL before the server starts."""
     import optuna_dashboard  # imported here: only this command needs it
 
-    load_study(name, storage, results_dir)  # a missing study is a one-line error, not a page
-    url = storage or f"sqlite:///{results_dir / name / 'study.db'}"
+    open_study(name, storage, results_dir)  # a missing study is a one-line error, not a page
+    url = storage or StudyPaths.for_study(results_dir, name).default_storage_url
+    backend = open_storage(url)  # any backend tune runs on: sqlite, journal, postgresql
     port = port or free_port()
-    announce(dashboard_url(url, name, port))
-    optuna_dashboard.run_server(url, host=HOST, port=port)
+    announce(dashboard_url(backend, name, port))
+    optuna_dashboard.run_server(backend, host=HOST, port=port)

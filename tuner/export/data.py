@@ -22,6 +22,9 @@ from objectives.objective import Objective, get_objective
 from tuner.errors import StudyError
 from tuner.show import load_study
 from tuner.space.schema import Space
+from tuner.storage import StorageSettings, open_storage, redact
+
+EXPORT_OUTAGE_S = 60.0
 
 
 @dataclass
@@ -75,7 +78,7 @@ _UNFINISHED = (TrialState.RUNNING, TrialState.WAITING)
 
 def load_study_data(name: str, storage: str | None, results_dir: Path) -> StudyData:
     """Open the study and re-parse the space it recorded; a foreign study is a one-line error."""
-    study = load_study(name, storage, results_dir)
+    study = open_study(name, storage, results_dir)
     attrs = dict(study.user_attrs)
     missing = [k for k in ("objective", "tiers", "space_yaml") if k not in attrs]
     if missing:
@@ -94,6 +97,22 @@ def load_study_data(name: str, storage: str | None, results_dir: Path) -> StudyD
         attrs=attrs,
         trials=study.get_trials(deepcopy=False),
     )
+
+
+def open_study(name: str, storage: str | None, results_dir: Path) -> optuna.Study:
+    """The study in ``storage`` (any backend tune runs on, journal files included), else in
+    ``results_dir/<name>/study.db``; a missing study is a one-line error."""
+    if storage is None:
+        return load_study(name, None, results_dir)
+    # A short outage allowance: an export is a read, better failed than stuck for half an hour.
+    backend = open_storage(storage, StorageSettings(outage_s=EXPORT_OUTAGE_S))
+    try:
+        return optuna.load_study(study_name=name, storage=backend)
+    except KeyError:
+        known = [s.study_name for s in optuna.get_all_study_summaries(backend)]
+        raise StudyError(
+            f"no study {name!r} in {redact(storage)}; studies there: {known}"
+        ) from None
 
 
 def space_from_text(name: str, text: str) -> Space:

@@ -8,7 +8,6 @@ a visible warning); the page reads the same without it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
@@ -19,6 +18,7 @@ from tuner.export.docker_run import image_of
 from tuner.export.plots import bars_html, pareto_svg
 from tuner.export.tiers import FIGURE_KEYS, Point
 from tuner.space.params import Parameter
+from tuner.storage import redact
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -74,10 +74,6 @@ def gain_html(gain: float | None) -> _Raw:
     return _Raw(f'<span class="{cls}">{abs(gain) * 100:.1f}% {word}</span>')
 
 
-def redact_url(url: str) -> str:
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1<redacted>@", url)
-
-
 def report_html(export: Export) -> str:
     data = export.data
     parts = [
@@ -120,7 +116,7 @@ def _summary(export: Export) -> str:
         ),
         ("wall time", f"{wall / 60:.1f} min (first trial start to last trial end)"),
         ("created", data.created()),
-        ("storage", export.redactor.scrub(redact_url(data.storage))),
+        ("storage", export.redactor.scrub(redact(data.storage))),
     ]
     return "<h2>Summary</h2>" + _table(None, rows)
 

@@ -9,11 +9,14 @@ import time
 from pathlib import Path
 
 import httpx
+import optuna
 import pytest
+import yaml
 
 from tests.tuner.export.conftest import hand_results, hand_study_dir  # noqa: F401 (fixtures)
 from tuner.cli import main
 from tuner.export.dashboard import free_port
+from tuner.storage import open_storage
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -49,10 +52,7 @@ def test_unknown_study_is_one_line(results: Path, capsys: pytest.CaptureFixture[
 
 def test_dashboard_serves_the_study_on_loopback(results: Path) -> None:
     port = free_port()
-    cmd = [sys.executable, "-m", "tuner", "dashboard", "--study", "hand"]
-    cmd += ["--results-dir", str(results), "--port", str(port)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _dashboard("--results-dir", str(results), "--port", str(port))
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
@@ -66,6 +66,14 @@ def test_dashboard_serves_the_study_on_loopback(results: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _dashboard(*args: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "tuner", "dashboard", "--study", "hand", *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
 
 
 def _get_when_up(url: str, proc: subprocess.Popen[str]) -> httpx.Response:
@@ -82,3 +90,21 @@ def _get_when_up(url: str, proc: subprocess.Popen[str]) -> httpx.Response:
 def test_dashboard_refuses_an_unknown_study(results: Path) -> None:
     argv = ["dashboard", "--study", "nope", "--results-dir", str(results), "--port", "0"]
     assert main(argv) == 2
+
+
+def test_export_and_dashboard_read_a_journal_storage(results: Path, tmp_path: Path) -> None:
+    url = f"journal:{tmp_path / 'study.log'}"
+    sqlite = f"sqlite:///{results / 'hand' / 'study.db'}"
+    optuna.copy_study(from_study_name="hand", from_storage=sqlite, to_storage=open_storage(url))
+    out = tmp_path / "out"
+    assert main(["export", "--study", "hand", "--storage", url, "--out", str(out)]) == 0
+    assert "c4" in yaml.safe_load((out / "recipe.yaml").read_text())["presets"]["hand"]["points"]
+    port = free_port()
+    proc = _dashboard("--storage", url, "--port", str(port))
+    try:
+        assert proc.stdout is not None
+        page = _get_when_up(proc.stdout.readline().strip(), proc)
+        assert page.status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
