@@ -79,9 +79,12 @@ def report_html(export: Export) -> str:
     parts = [
         f"<h1>Tuning study <code>{escape(data.name)}</code></h1>",
         _summary(export),
-        _space(export),
         "<h2>Recommended config per concurrency tier</h2>",
         _overview(export),
+        "<p>Ready-to-paste <code>vllm serve</code> and <code>docker run</code> commands per "
+        "tier: <code>commands.md</code>; the same configs as a recipe preset: "
+        "<code>recipe.yaml</code>.</p>",
+        _space(export),
         *(_tier(t, export) for t in export.tiers),
         _failures(export),
     ]
