@@ -126,7 +126,7 @@ def pump(stream: Callable[[], Iterable[bytes]], capture: LogCapture) -> threadin
 
 
 def secret_values(config: EngineConfig) -> list[str]:
-    return [v for k, v in config.env.items() if k in config.secret_env and v]
+    return config.secret_values()
 
 
 def classify_exit(info: ExitInfo, log_tail: str) -> FailureKind:

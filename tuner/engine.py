@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 REDACTED = "<redacted>"
+# Engine flags whose value is a credential (vLLM's --api-key, llama.cpp's --api-key, hub tokens).
+SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--api-key-file"})
 
 
 @dataclass(frozen=True)
@@ -39,13 +41,39 @@ class EngineConfig:
         """The env with every secret value replaced, safe for logs, trial folders and exports."""
         return {k: (REDACTED if k in self.secret_env else v) for k, v in self.env.items()}
 
+    def secret_values(self) -> list[str]:
+        """Every credential value this launch carries (secret env values, credential flags)."""
+        values = [v for k, v in self.env.items() if k in self.secret_env and v]
+        for i, word in enumerate(self.argv):
+            flag, eq, value = word.partition("=")
+            if eq and flag in SECRET_FLAGS:
+                values.append(value)
+            elif word in SECRET_FLAGS and i + 1 < len(self.argv):
+                values.append(self.argv[i + 1])
+        return [v for v in values if v]
+
+    def public_argv(self) -> list[str]:
+        """The argv with the values of credential flags replaced, safe to write anywhere."""
+        out: list[str] = []
+        hide_next = False
+        for word in self.argv:
+            flag, eq, _ = word.partition("=")
+            if hide_next:
+                out.append(REDACTED)
+            elif eq and flag in SECRET_FLAGS:
+                out.append(f"{flag}={REDACTED}")
+            else:
+                out.append(word)
+            hide_next = not hide_next and word in SECRET_FLAGS
+        return out
+
     def shell_command(self) -> str:
         """A paste-able one-liner (env assignments, then argv), secrets redacted."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.public_env().items()))
-        cmd = shlex.join(self.argv)
+        cmd = shlex.join(self.public_argv())
         return f"{env} {cmd}" if env else cmd
 
     def fingerprint(self) -> str:
-        """Identity of the launch as the engine sees it: equal fingerprints, same engine."""
+        """Identity of the launch as the engine sees it (credentials left out)."""
         env = ",".join(f"{k}={v}" for k, v in sorted(self.env.items()) if k not in self.secret_env)
-        return shlex.join(self.argv) + " | " + env
+        return shlex.join(self.public_argv()) + " | " + env

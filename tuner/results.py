@@ -105,7 +105,7 @@ def write_trial_config(trial_dir: Path, config: EngineConfig) -> None:
     write_json(
         trial_dir / "engine.json",
         {
-            "argv": config.argv,
+            "argv": config.public_argv(),
             "env": config.public_env(),
             "params": dict(config.params),
             "devices": list(config.devices),

@@ -135,3 +135,11 @@ workload:
     space = load_space(write_space(text))
     assert "--no-async-scheduling" in render_engine_config(space, {"async_scheduling": False}).args
     assert "--async-scheduling" in render_engine_config(space, {"async_scheduling": True}).args
+
+
+def test_credential_flag_values_never_written(space_dict, write_space) -> None:
+    space_dict["base"]["args"]["api-key"] = "sk-live-123"
+    cfg = render_engine_config(load_space(write_space(space_dict)), {})
+    assert "sk-live-123" in cfg.argv  # the engine still gets it
+    written = cfg.shell_command() + cfg.fingerprint() + " ".join(cfg.public_argv())
+    assert "sk-live-123" not in written and "--api-key '<redacted>'" in cfg.shell_command()
