@@ -32,7 +32,11 @@ def load_study(name: str, storage: str | None, results_dir: Path) -> optuna.Stud
 
 
 def show_study(name: str, storage: str | None, results_dir: Path) -> str:
-    study = load_study(name, storage, results_dir)
+    # The exporter's opener reads every backend tune writes (journal files included); imported
+    # here because it builds on load_study above.
+    from tuner.export.data import open_study
+
+    study = open_study(name, storage, results_dir)
     attrs = study.user_attrs
     objective = get_objective(attrs["objective"])
     tiers = [int(t) for t in attrs["tiers"]]
