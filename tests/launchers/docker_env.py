@@ -84,6 +84,29 @@ def container_config(port: int, *flags: str, study: str = "test", **kw: Any) -> 
     )
 
 
+def sim_container_config(port: int, *flags: str, study: str = "test") -> Any:
+    """The simulated engine's HTTP server (``python -m launchers.sim``) as a container command."""
+    from tuner.engine import EngineConfig
+
+    return EngineConfig(
+        command=("python", "-m", "launchers.sim", "m"),
+        args=(
+            "--tensor-parallel-size",
+            "4",
+            "--enable-expert-parallel",
+            *flags,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ),
+        env={"SIM_PROFILE": "h200x4"},
+        model="m",
+        port=port,
+        labels={"study": study, "trial": "0"},
+    )
+
+
 def ours(client: Any, study: str) -> list[Any]:
     """Containers of ``study`` still known to the daemon, in any state."""
     return list(client.containers.list(all=True, filters={"label": [f"tune.study={study}"]}))

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from launchers import LAUNCHERS, Endpoint, LauncherSettings, launcher_class
-from tests.launchers.docker_env import container_config, sim_settings
+from tests.launchers.docker_env import sim_container_config, sim_settings
 from tests.launchers.helpers import free_port, loopback_config
 from tuner.engine import EngineConfig
 from tuner.errors import LaunchError
@@ -54,8 +54,8 @@ def _docker(request: pytest.FixtureRequest) -> Recipe:
     request.getfixturevalue("docker_client")
     settings = sim_settings(request.getfixturevalue("tmp_path") / "cache")
     port = free_port()
-    refusing = container_config(port, "--x-refuse", "ValueError: unsupported combination")
-    return Recipe(settings, container_config(port), refusing)
+    refusing = sim_container_config(port, "--max-num-partial-prefills", "2")
+    return Recipe(settings, sim_container_config(port), refusing)
 
 
 RECIPES: dict[str, Callable[[pytest.FixtureRequest], Recipe]] = {
