@@ -18,7 +18,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "tune-sim:latest"
 PREFIX = sys.base_prefix
+# Under a virtual environment (CI installs into one) the engine runs the same interpreter, so
+# the environment is mounted too, at its own path.
+VENV = sys.prefix if sys.prefix != sys.base_prefix else None
+PYTHON = sys.executable if VENV else "python"
 IN_CONTAINER = "/opt/tune"  # where the image expects the project
+
+
+def mounts() -> list[str]:
+    """Read-only mounts that let the empty image run this machine's Python and this checkout."""
+    pythons = [PREFIX] + ([VENV] if VENV else [])
+    return ["/usr:/usr:ro", *(f"{p}:{p}:ro" for p in pythons), f"{ROOT}:{IN_CONTAINER}:ro"]
 
 
 def ensure_daemon() -> Any:
@@ -61,7 +71,7 @@ def sim_settings(cache_root: Path, **overrides: Any) -> dict[str, Any]:
     """Docker settings that run the project's engines inside ``tune-sim:latest``."""
     return {
         "image": IMAGE,
-        "volumes": ["/usr:/usr:ro", f"{PREFIX}:{PREFIX}:ro", f"{ROOT}:{IN_CONTAINER}:ro"],
+        "volumes": mounts(),
         "cache_root": str(cache_root),
         "stop_grace_s": 5,
         "devices_free_timeout_s": 5,
@@ -74,7 +84,7 @@ def container_config(port: int, *flags: str, study: str = "test", **kw: Any) -> 
     from tuner.engine import EngineConfig
 
     return EngineConfig(
-        command=("python", f"{IN_CONTAINER}/tests/launchers/loopback_engine.py", "m"),
+        command=(PYTHON, f"{IN_CONTAINER}/tests/launchers/loopback_engine.py", "m"),
         args=("--host", "127.0.0.1", "--port", str(port), *flags),
         env=kw.pop("env", {}),
         model="m",
@@ -89,7 +99,7 @@ def sim_container_config(port: int, *flags: str, study: str = "test") -> Any:
     from tuner.engine import EngineConfig
 
     return EngineConfig(
-        command=("python", "-m", "launchers.sim", "m"),
+        command=(PYTHON, "-m", "launchers.sim", "m"),
         args=(
             "--tensor-parallel-size",
             "4",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.launchers.docker_env import PREFIX, ROOT, ours
+from tests.launchers.docker_env import PYTHON, ROOT, mounts, ours
 from tests.launchers.helpers import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -21,7 +21,8 @@ def test_tune_run_restarts_a_container_per_trial(
 ) -> None:
     space = yaml.safe_load((ROOT / "search_spaces/sim_docker.yaml").read_text())
     # The example's mounts name this project's machines; point them at this run's paths.
-    space["target"]["volumes"] = ["/usr:/usr:ro", f"{PREFIX}:{PREFIX}:ro", f"{ROOT}:/opt/tune:ro"]
+    space["target"]["volumes"] = mounts()
+    space["engine"]["command"] = [PYTHON, *space["engine"]["command"][1:]]
     space["target"]["cache_root"] = str(tmp_path / "cache")
     space["engine"]["port"] = free_port()
     path = tmp_path / "space.yaml"
