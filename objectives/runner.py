@@ -7,6 +7,11 @@ then tier after tier, each with the seeded requests of its round.
 
 Interruption: on Ctrl-C or cancellation the exception propagates unchanged, carrying the
 completed tiers as ``exc.tier_results`` (read it with ``partial_results(exc)``).
+
+Failures stay data: a tier with failed requests says so in ``failures`` (the objective decides
+what a failure rate means); a tier the client limited is ``client_saturated``, and
+``check_client`` turns that into ``InfraError`` for a caller that treats it as not the config's
+fault.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from objectives.metrics import (
 )
 from objectives.records import RequestRecord
 from objectives.workload import WorkloadSpec
-from tuner.errors import TunerError
+from tuner.errors import InfraError, TunerError
 
 OnTier = Callable[[TierResult], None]
 OnRequest = Callable[[RequestRecord], None]
@@ -67,6 +72,22 @@ def run_benchmark(
         exc.tier_results = list(results)  # type: ignore[union-attr]
         raise
     return results
+
+
+def check_client(results: Sequence[TierResult]) -> None:
+    """Raise ``InfraError`` when a tier was limited by the client: not the config's fault.
+
+    Raises:
+        InfraError: naming the saturated tiers and the client's own figures.
+    """
+    bad = [r for r in results if r.client_saturated]
+    if bad:
+        detail = ", ".join(
+            f"c{r.concurrency} (p50/p99 loop lag {r.client.get('p50_loop_lag_ms', 0):.1f}/"
+            f"{r.client.get('p99_loop_lag_ms', 0):.1f} ms, CPU {r.client.get('cpu_share', 0):.0%})"
+            for r in bad
+        )
+        raise InfraError(f"benchmark client saturated at {detail}")
 
 
 def partial_results(exc: BaseException) -> list[TierResult]:
