@@ -4,15 +4,21 @@ httpx's default transport (httpcore + h11 + anyio) spends tens of microseconds o
 streamed chunk and scans its whole pool for every queued request; at hundreds of streams on a
 small machine that CPU time shows up as delay in the very timestamps being measured. This
 transport keeps the httpx API (one ``AsyncClient`` per run, its timeouts, its exceptions) and
-does the minimum per chunk: an ``asyncio.Protocol`` decodes chunked framing in
-``data_received`` and hands body bytes to the reader. Plain ``http://`` only; other schemes go
-to httpx's own transport. Idle keep-alive connections are reused; one the server closed is
-never handed out again.
+does the minimum per chunk: a socket read (``recvmsg``, stamped with the kernel's receive time)
+is decoded from chunked framing at once and handed to the reader with that time, exposed as the
+response extension ``arrival_time``. Delays of this process shorter than the gap between two
+chunks then leave ITL untouched; longer ones merge chunks into one read, which shares its
+stamp. Plain ``http://`` only; other schemes go to httpx's own transport. Idle keep-alive
+connections are reused; one the server closed is never handed out again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
+import sys
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from time import perf_counter
@@ -24,13 +30,19 @@ _MAX_HEAD = 64 * 1024
 # Request extension: open a new connection instead of reusing an idle one (a retry after a
 # pooled connection turned out closed, when others in the pool may be closed as well).
 FRESH_CONNECTION = "fresh_connection"
+_READ_SIZE = 256 * 1024
+_ANC_SIZE = socket.CMSG_SPACE(16)
+# SO_TIMESTAMPNS (Linux; the socket module has no name for it): receive times in a cmsg.
+_SO_TIMESTAMPNS = 35
+_STAMPS = sys.platform == "linux"
+_STAMP_WINDOW_S = 5.0
 
 
-class _Conn(asyncio.Protocol):
+class _Conn:
     """One connection: parses a response head, then chunked / sized / until-close bodies."""
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        self.transport: _StampedSocket | None = None
         self.closed = False
         self.reset()
 
@@ -45,8 +57,7 @@ class _Conn(asyncio.Protocol):
         self.remaining = 0
         self.error: Exception | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+    def connection_made(self, transport: _StampedSocket) -> None:
         self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -57,9 +68,9 @@ class _Conn(asyncio.Protocol):
             self._fail(httpx.RemoteProtocolError(_lost_message(self.mode)))
         self._wake()
 
-    def data_received(self, data: bytes) -> None:
-        # Stamped before any parsing: the earliest moment the bytes exist in this process.
-        self.now = perf_counter()
+    def data_received(self, data: bytes, arrival: float | None = None) -> None:
+        # The kernel's receive time when the socket gives one, else now, before any parsing.
+        self.now = perf_counter() if arrival is None else arrival
         self.reads += 1
         self.buf += data
         try:
@@ -237,6 +248,111 @@ class _Watchdog:
         self._handle.cancel()
 
 
+class _StampedSocket:
+    """A non-blocking TCP socket read with ``recvmsg``, each read stamped by the kernel.
+
+    With ``SO_TIMESTAMPNS`` the kernel records when the data reached the socket, so a chunk's
+    time does not move when this process is descheduled or its event loop is busy: on a loaded
+    client machine that delay would otherwise land in every ITL. The stamp (wall clock) is
+    mapped to ``perf_counter`` with an offset taken at connect; a stamp that does not fall in
+    the last few seconds (no support, a clock step) is replaced by ``perf_counter()``.
+    """
+
+    def __init__(self, sock: socket.socket, conn: _Conn) -> None:
+        self.sock, self.conn, self.fd = sock, conn, sock.fileno()
+        self.loop = asyncio.get_running_loop()
+        self.offset = time.time() - perf_counter()
+        self.out = bytearray()
+        self.closed = False
+        conn.connection_made(self)
+        self.loop.add_reader(self.fd, self._readable)
+
+    @classmethod
+    async def connect(cls, host: str, port: int, conn: _Conn) -> _StampedSocket:
+        loop = asyncio.get_running_loop()
+        family, kind, proto, _, addr = (
+            await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if _STAMPS:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            await loop.sock_connect(sock, addr)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock, conn)
+
+    def _readable(self) -> None:
+        try:
+            data, anc, _, _ = self.sock.recvmsg(_READ_SIZE, _ANC_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as err:
+            self._close(err)
+            return
+        if not data:
+            self._close(None)
+            return
+        self.conn.data_received(data, self._stamp(anc))
+
+    def _stamp(self, anc: list[tuple[int, int, bytes]]) -> float:
+        now = perf_counter()
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = struct.unpack_from("@ll", raw)
+                stamp = sec + nsec * 1e-9 - self.offset
+                if now - _STAMP_WINDOW_S < stamp <= now + 0.001:
+                    return min(stamp, now)
+        return now
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.out:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as err:
+                self._close(err)
+                return
+            data = data[sent:]
+            if not data:
+                return
+            self.loop.add_writer(self.fd, self._writable)
+        self.out += data
+
+    def _writable(self) -> None:
+        try:
+            sent = self.sock.send(self.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as err:
+            self._close(err)
+            return
+        del self.out[:sent]
+        if not self.out:
+            self.loop.remove_writer(self.fd)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def abort(self) -> None:
+        self._close(None)
+
+    def _close(self, exc: Exception | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.loop.remove_reader(self.fd)
+        self.loop.remove_writer(self.fd)
+        self.sock.close()
+        self.conn.connection_lost(exc)
+
+
 class LeanTransport(httpx.AsyncBaseTransport):
     """``http://`` requests over pooled ``_Conn`` protocols; see the module docstring."""
 
@@ -278,10 +394,10 @@ class LeanTransport(httpx.AsyncBaseTransport):
             if not conn.closed:
                 return conn
             self._open.discard(conn)
-        loop = asyncio.get_running_loop()
+        conn = _Conn()
         try:
             async with asyncio.timeout(timeout):
-                _, conn = await loop.create_connection(_Conn, key[0], key[1])
+                await _StampedSocket.connect(key[0], key[1], conn)
         except TimeoutError:
             raise httpx.ConnectTimeout(f"connect to {key[0]}:{key[1]} timed out") from None
         except OSError as err:

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -157,3 +161,39 @@ def test_connect_refused() -> None:
 
     with pytest.raises(httpx.ConnectError):
         run(handler, client)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps are Linux-only")
+def test_kernel_receive_time_survives_a_busy_event_loop() -> None:
+    # A blocking server thread: head, then a chunk 30 ms later, then another 100 ms after it.
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(CHUNKED)
+        for part in (b"1\r\na\r\n", b"1\r\nb\r\n0\r\n\r\n"):
+            time.sleep(0.03 if part.startswith(b"1\r\na") else 0.1)
+            conn.sendall(part)
+        time.sleep(0.2)
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    async def client() -> list[float]:
+        url = f"http://127.0.0.1:{port}/"
+        async with (
+            httpx.AsyncClient(transport=LeanTransport()) as http,
+            http.stream("POST", url, content=b"{}") as resp,
+        ):
+            time.sleep(0.08)  # the loop is busy when the first chunk reaches the socket
+            clock = resp.extensions["arrival_time"]
+            return [clock() async for _ in resp.aiter_raw()]
+
+    times = asyncio.run(client())
+    thread.join(timeout=5)
+    listener.close()
+    assert len(times) == 2
+    assert times[1] - times[0] > 0.09  # read 50 ms apart, received 100 ms apart
