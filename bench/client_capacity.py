@@ -254,7 +254,7 @@ def main() -> None:
     ap.add_argument("--concurrency", default="64,256,1024")
     ap.add_argument("--itl-ms", type=float, default=25.0)
     ap.add_argument("--output-len", type=int, default=100)
-    ap.add_argument("--rounds", type=int, default=2, help="requests per stream")
+    ap.add_argument("--rounds", type=int, default=1, help="requests per stream")
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--workers", default="1,2", help="our client's process counts to run")
     ap.add_argument(

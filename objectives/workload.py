@@ -143,7 +143,7 @@ class WorkloadSpec(_Strict):
         None,
         gt=0,
         description="p99 event-loop lag of the client above which a tier counts as limited by "
-        "the client (default: 5 ms or a quarter of the tier's p99 ITL, whichever is larger). "
+        "the client (default: 5 ms or half the tier's median ITL, whichever is larger). "
         "Raise it where the engine shares a few CPU cores with the client.",
     )
 
