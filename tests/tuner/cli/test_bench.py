@@ -1,9 +1,14 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from objectives.workload import PrefixRepetitionDataset
@@ -127,3 +132,82 @@ def test_flags_to_workload() -> None:
     assert parse_tiers("1, 8,32,") == [1, 8, 32]
     with pytest.raises(TunerError):
         parse_tiers("a")
+
+
+@pytest.fixture(scope="module")
+def sim_http() -> Iterator[str]:
+    """``python -m launchers.sim``: the simulated vLLM engine behind its real HTTP server."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "launchers.sim",
+            SIM_MODEL,
+            "-tp",
+            "4",
+            "--enable-expert-parallel",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, "sim server did not start"
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+SIM_MODEL = "MiniMaxAI/MiniMax-M2.5"
+
+
+def test_bench_against_the_simulated_engine_http_server(sim_http: str, tmp_path: Path) -> None:
+    out = tmp_path / "sim.json"
+    code = main(
+        [
+            "bench",
+            "--url",
+            sim_http,
+            "--model",
+            SIM_MODEL,
+            "--concurrency",
+            "1,4",
+            "--num-prompts",
+            "4",
+            "--input-len",
+            "2000",
+            "--output-len",
+            "8",
+            "--prefix-len",
+            "1024",
+            "--json",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    doc = json.loads(out.read_text())
+    tiers = doc["tiers"]
+    assert code == (1 if any(t["client_saturated"] for t in tiers) else 0)
+    for tier in tiers:
+        assert tier["completed"] == 4 and tier["failures"] == {}
+        assert tier["total_output_tokens"] == 32 and tier["total_input_tokens"] == 4 * 3024
+        assert tier["median_tpot_ms"] > 0 and tier["mean_ttft_ms"] > tier["median_tpot_ms"]
+        # The engine's own /metrics, per tier: its token counters match what was sent.
+        assert tier["server"]["generation_tokens"] == 32
+        assert tier["server"]["prompt_tokens"] == 4 * 3024
+        assert 0 < tier["server"]["prefix_cache_hit_rate"] < 1  # a 1024-token shared prefix
