@@ -359,10 +359,12 @@ class LeanTransport(httpx.AsyncBaseTransport):
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int], list[_Conn]] = {}
         self._open: set[_Conn] = set()
-        self._fallback = httpx.AsyncHTTPTransport()
+        self._fallback: httpx.AsyncHTTPTransport | None = None  # made on first https use
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.scheme != "http":
+            if self._fallback is None:  # its TLS context costs ~50 ms to load
+                self._fallback = httpx.AsyncHTTPTransport()
             return await self._fallback.handle_async_request(request)
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
         key = (request.url.host, request.url.port or 80)
@@ -421,7 +423,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
         for conn in list(self._open):
             self._discard(conn)
         self._idle.clear()
-        await self._fallback.aclose()
+        if self._fallback is not None:
+            await self._fallback.aclose()
 
 
 def _request_bytes(request: httpx.Request) -> bytes:

@@ -163,6 +163,17 @@ def test_connect_refused() -> None:
         run(handler, client)
 
 
+def test_https_goes_to_httpx_own_transport() -> None:
+    async def client(http: httpx.AsyncClient, url: str) -> object:
+        return await http.get("https://127.0.0.1:9/")
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    with pytest.raises(httpx.ConnectError):  # refused by the port, through httpcore
+        run(handler, client)
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps are Linux-only")
 def test_kernel_receive_time_survives_a_busy_event_loop() -> None:
     # A blocking server thread: head, then a chunk 30 ms later, then another 100 ms after it.
