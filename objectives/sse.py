@@ -26,12 +26,27 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Payloads of the events completed by ``chunk``, in order."""
-        lines = (self._tail + chunk).split(b"\n")
-        self._tail = lines.pop()
         events: list[bytes] = []
+        if self._tail or self._data or b"\r" in chunk:
+            self._lines(self._tail + chunk, events)
+            return events
+        # Fast path for the usual shape, one ``data: ...`` line per event: whole events are
+        # cut on blank lines; anything else goes line by line.
+        blocks = chunk.split(b"\n\n")
+        rest = blocks.pop()
+        for block in blocks:
+            if block.startswith(b"data: ") and b"\n" not in block:
+                events.append(block[6:])
+            else:
+                self._lines(block + b"\n\n", events)
+        self._lines(rest, events)
+        return events
+
+    def _lines(self, text: bytes, events: list[bytes]) -> None:
+        lines = text.split(b"\n")
+        self._tail = lines.pop()
         for line in lines:
             self._line(line[:-1] if line.endswith(b"\r") else line, events)
-        return events
 
     def close(self) -> list[bytes]:
         """Payload of a last event the stream ended without a blank line after (if any)."""

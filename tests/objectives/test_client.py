@@ -94,3 +94,22 @@ def test_stale_keepalive_connection_is_retried_once() -> None:
 
     rec = asyncio.run(go())
     assert rec.success and calls["n"] == 2 and rec.output_tokens == 1
+
+
+def test_token_chunks_recognised_without_parsing_and_others_parsed() -> None:
+    from objectives.client import _StreamState
+
+    rec = RequestRecord(1, 3, 0.0)
+    state = _StreamState()
+    payloads = [
+        b'{"choices":[{"index":0,"text":" a"}]}',  # compact (vLLM, llama.cpp)
+        b'{"choices": [{"index": 0, "text": " b"}]}',  # spaced (json.dumps defaults)
+        b'{"choices":[],"text":"\\"choices\\": [{"}',  # the pattern only inside a string
+        b'{"choices":[{"text":" c"}],"usage":{"completion_tokens":3,"prompt_tokens":1}}',
+        b"[DONE]",
+    ]
+    for i, payload in enumerate(payloads):
+        state.event(payload, float(i), rec)
+    state.finish(rec)
+    assert rec.chunk_times == [0.0, 1.0, 3.0]
+    assert rec.output_tokens == 3 and rec.prompt_tokens == 1 and rec.error is None

@@ -55,3 +55,10 @@ def test_decode() -> None:
     for bad in (b"{oops", b"[1,2]", b"", b'"text"'):
         with pytest.raises(MalformedChunk, match="malformed chunk"):
             decode(bad)
+
+
+def test_fast_path_blank_line_runs_and_non_data_fields() -> None:
+    raw = b"data: a\n\n\ndata: b\n\nid: 3\ndata: c\n\ndata:d\n\n: ping\n\ndata: e"
+    p = SSEParser()
+    assert p.feed(raw) == [b"a", b"b", b"c", b"d"]
+    assert p.feed(b"\n\n") == [b"e"]
