@@ -7,6 +7,8 @@ so that the N requests in flight are spread over the K loops. All processes stam
 shared instant, and their records are put back in request order, so the tier is measured as if
 one client had sent it. A worker that runs out of requests early leaves fewer than N in flight
 for the tail of the tier: spread uneven request lengths with a seed, as the datasets do.
+Workers are spawned, so a script that starts them needs the ``if __name__ == "__main__":``
+guard (``tune bench`` and the study loop have it).
 """
 
 from __future__ import annotations
