@@ -248,6 +248,16 @@ class _Watchdog:
         self._handle.cancel()
 
 
+_Address = tuple[int, int, int, Any]  # family, type, proto, sockaddr
+
+
+async def _resolve(host: str, port: int) -> _Address:
+    family, kind, proto, _, addr = (
+        await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    )[0]
+    return family, kind, proto, addr
+
+
 class _StampedSocket:
     """A non-blocking TCP socket read with ``recvmsg``, each read stamped by the kernel.
 
@@ -268,11 +278,9 @@ class _StampedSocket:
         self.loop.add_reader(self.fd, self._readable)
 
     @classmethod
-    async def connect(cls, host: str, port: int, conn: _Conn) -> _StampedSocket:
+    async def connect(cls, target: _Address, conn: _Conn) -> _StampedSocket:
         loop = asyncio.get_running_loop()
-        family, kind, proto, _, addr = (
-            await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        )[0]
+        family, kind, proto, addr = target
         sock = socket.socket(family, kind, proto)
         try:
             sock.setblocking(False)
@@ -360,6 +368,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self._idle: dict[tuple[str, int], list[_Conn]] = {}
         self._open: set[_Conn] = set()
         self._fallback: httpx.AsyncHTTPTransport | None = None  # made on first https use
+        # Resolved once per run: a thread-pool lookup per connection staggers the sends of a
+        # 1024-stream tier and lands in their TTFT.
+        self._addresses: dict[tuple[str, int], _Address] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.scheme != "http":
@@ -399,7 +410,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         conn = _Conn()
         try:
             async with asyncio.timeout(timeout):
-                await _StampedSocket.connect(key[0], key[1], conn)
+                if key not in self._addresses:
+                    self._addresses[key] = await _resolve(*key)
+                await _StampedSocket.connect(self._addresses[key], conn)
         except TimeoutError:
             raise httpx.ConnectTimeout(f"connect to {key[0]}:{key[1]} timed out") from None
         except OSError as err:
