@@ -67,15 +67,22 @@ class ClientLag:
             out[f"max_{name}_ms"] = float(arr.max())
         return out
 
-    def saturated(self, p99_itl_ms: float = 0.0, tail_limit_ms: float | None = None) -> bool:
-        """Whether the client, not the server, limited a tier whose p99 ITL was this."""
+    def saturated(self, p99_itl_ms: float = 0.0, lag_limit_ms: float | None = None) -> bool:
+        """Whether the client, not the server, limited a tier whose p99 ITL was this.
+
+        ``lag_limit_ms`` (the workload's ``client_lag_limit_ms``) replaces both loop-lag rules
+        with one bound on the p99 loop lag.
+        """
         s = self.summary()
-        tail = tail_limit_ms or max(SATURATED_TAIL_FLOOR_MS, SATURATED_TAIL_SHARE * p99_itl_ms)
+        if lag_limit_ms is not None:
+            late = s["p99_loop_lag_ms"] > lag_limit_ms
+        else:
+            tail = max(SATURATED_TAIL_FLOOR_MS, SATURATED_TAIL_SHARE * p99_itl_ms)
+            late = s["p50_loop_lag_ms"] > SATURATED_LOOP_LAG_MS or s["p99_loop_lag_ms"] > tail
         return (
-            s["cpu_share"] > SATURATED_CPU_SHARE
-            or s["p50_loop_lag_ms"] > SATURATED_LOOP_LAG_MS
+            late
+            or s["cpu_share"] > SATURATED_CPU_SHARE
             or s["p99_send_lag_ms"] > SATURATED_SEND_LAG_MS
-            or s["p99_loop_lag_ms"] > tail
         )
 
 

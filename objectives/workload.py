@@ -143,8 +143,8 @@ class WorkloadSpec(_Strict):
         None,
         gt=0,
         description="p99 event-loop lag of the client above which a tier counts as limited by "
-        "the client (default: 5 ms or a quarter of the tier's p99 ITL, whichever is larger). "
-        "Raise it where the engine shares a few CPU cores with the client.",
+        "the client (default: a median lag over 2 ms, or a p99 lag over 5 ms or a quarter of "
+        "the tier's p99 ITL). Raise it where the engine shares a few CPU cores with the client.",
     )
 
     @model_validator(mode="after")

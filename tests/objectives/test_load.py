@@ -112,8 +112,13 @@ def test_saturation_rules() -> None:
     assert behind.saturated()  # open-loop schedule missed
 
 
-def test_a_workload_lag_limit_replaces_the_itl_based_tail_rule() -> None:
+def test_a_workload_lag_limit_replaces_both_loop_lag_rules() -> None:
     late_tail = ClientLag(loop_lag_s=[0.0005] * 90 + [0.04] * 10, cpu_s=1.0, wall_s=10.0)
     assert late_tail.saturated(p99_itl_ms=20.0)
-    assert not late_tail.saturated(p99_itl_ms=20.0, tail_limit_ms=100.0)
-    assert late_tail.saturated(p99_itl_ms=400.0, tail_limit_ms=30.0)
+    assert not late_tail.saturated(p99_itl_ms=20.0, lag_limit_ms=100.0)
+    assert late_tail.saturated(p99_itl_ms=400.0, lag_limit_ms=30.0)
+    late_median = ClientLag(loop_lag_s=[0.004] * 10, cpu_s=1.0, wall_s=10.0)
+    assert late_median.saturated(p99_itl_ms=400.0)
+    assert not late_median.saturated(p99_itl_ms=400.0, lag_limit_ms=100.0)
+    busy = ClientLag(loop_lag_s=[0.0005] * 10, cpu_s=9.0, wall_s=10.0)
+    assert busy.saturated(lag_limit_ms=100.0)  # the CPU rule still holds
