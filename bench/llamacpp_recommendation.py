@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from objectives.objective import Objective, get_objective
-from tuner.errors import TunerError
+from tuner.errors import InfraError, TunerError
 from tuner.space import Space, load_space
 from tuner.space.render import render_engine_config
 from tuner.trial import TrialRunner
 
 SHOWN = ("p99_tpot_ms", "median_tpot_ms", "p99_itl_ms", "p99_ttft_ms", "output_throughput")
+INFRA_TRIES = 3
 HIGHER_IS_BETTER = frozenset({"output_throughput", "request_throughput", "request_goodput"})
 
 
@@ -64,9 +65,21 @@ def one_tier(space: Space, tier: int) -> Space:
 
 
 def measure(runner: TrialRunner, space: Space, samples: Samples, run_dir: Path) -> None:
-    """One fresh server with ``samples.params``, one benchmark of the tier; appends its metrics."""
+    """One fresh server with ``samples.params``, one benchmark of the tier; appends its metrics.
+
+    A run the infrastructure spoiled (a client starved by the machine's load) is run again, as
+    the study re-runs such a trial; after ``INFRA_TRIES`` it is reported as failed.
+    """
     config = render_engine_config(space, samples.params)
-    outcome = runner.run(config, run_dir)
+    for attempt in range(1, INFRA_TRIES + 1):
+        try:
+            outcome = runner.run(config, run_dir / f"try{attempt}")
+            break
+        except InfraError as err:
+            print(f"{run_dir.name}: infrastructure fault, run again: {err}", file=sys.stderr)
+    else:
+        samples.failures.append(f"{run_dir.name}: {INFRA_TRIES} infrastructure faults")
+        return
     if outcome.failure:
         samples.failures.append(f"{run_dir.name}: {outcome.failure}")
     for tier_metrics in outcome.tiers.values():
