@@ -25,7 +25,7 @@ from tuner.errors import StudyError
 from tuner.loop import Report, write_tables
 from tuner.recommend import format_recommendations
 from tuner.slots import Slot
-from tuner.storage import redact, shared_by_processes
+from tuner.storage import backend_of, redact, shared_by_processes
 from tuner.worker import WorkerOptions, WorkerSummary, join_study
 from tuner.worker_loop import Joined, study_tally
 
@@ -67,6 +67,11 @@ def run_slots(
         f"study {opts.study!r}: {len(slots)} slots ({', '.join(s.describe() for s in slots)}), "
         f"budget {joined.budget} trials, storage {redact(opts.storage)}"
     )
+    if backend_of(opts.storage) == "sqlite":
+        report(
+            "note: the slots share a SQLite file; for long or many-slot studies prefer "
+            "--storage journal:FILE (this machine) or postgresql://... (several machines)"
+        )
     children = [_Child(_command(opts, slot), slot, report) for slot in slots]
     interrupted = False
     try:

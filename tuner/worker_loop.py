@@ -16,7 +16,14 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.context import StudyContext
 from tuner.errors import InfraError
-from tuner.loop import MAX_CONSECUTIVE_INFRA_FAILURES, Report, TrialLoop, requeue_attrs
+from tuner.loop import (
+    MAX_CONSECUTIVE_FREE_TRIALS,
+    MAX_CONSECUTIVE_INFRA_FAILURES,
+    Report,
+    TrialLoop,
+    counts_toward_budget,
+    requeue_attrs,
+)
 from tuner.sampling import suggest
 from tuner.storage_proxy import ResilientStorage
 from tuner.studylock import StudyLock
@@ -89,11 +96,13 @@ def _quiet() -> Iterator[None]:
 
 
 def study_tally(study: optuna.Study, default_budget: int) -> Tally:
-    """The shared budget (a study attr) and the COMPLETE and RUNNING counts, read now."""
+    """The shared budget (a study attr), the trials that count toward it (launches, not rule
+    breakers or repeats of a measured launch) and the RUNNING ones, read now."""
     budget = int(study.user_attrs.get(BUDGET_ATTR, default_budget))
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    complete = sum(t.state == TrialState.COMPLETE for t in trials)
-    return Tally(budget, complete, len(trials) - complete)
+    complete = sum(counts_toward_budget(t) for t in trials)
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    return Tally(budget, complete, running)
 
 
 class WorkerLoop:
@@ -116,6 +125,12 @@ class WorkerLoop:
                 return self.tally()
             if self.loop.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
                 report(f"stopping: {self.loop.infra_streak} infrastructure failures in a row")
+                return self.tally()
+            if self.loop.free_streak >= MAX_CONSECUTIVE_FREE_TRIALS:
+                report(
+                    f"stopping: the last {self.loop.free_streak} samples broke a rule or "
+                    "repeated a measured launch; the space has little left to explore"
+                )
                 return self.tally()
             tally, trial = self._claim()
             if tally.done:
