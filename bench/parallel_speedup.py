@@ -13,7 +13,7 @@ workers and the simulator's own CPU (a real engine computes on its accelerators,
 simulator on this machine's cores) keep the measured speed-up below the ideal.
 
 Usage, from the repository root:
-    python -m bench.parallel_speedup [--trials 8] [--slots 1,2,4] [--startup-s 4] [--scale 0.01]
+    python -m bench.parallel_speedup [--trials 8] [--slots 1,2,4] [--startup-s 10] [--scale 0.05]
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ SPACE: dict[str, Any] = {
     },
     "workload": {
         "dataset": {"kind": "random", "input_len": 2000, "output_len": 128, "range_ratio": 0.5},
-        "num_prompts": 16,
+        "num_prompts": 8,
         "warmup": 1,
         "tiers": [1, 8],
         "seed": 3,
@@ -87,8 +87,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=8, help="launches in the budget")
     ap.add_argument("--slots", default="1,2,4", help="slot counts to compare, first = baseline")
-    ap.add_argument("--startup-s", type=float, default=4.0, help="wall seconds per start-up")
-    ap.add_argument("--scale", type=float, default=0.01, help="wall seconds per virtual second")
+    # A start-up of ~10 min and tiers of a few minutes, at about 1/60: start-up still dominates.
+    ap.add_argument("--startup-s", type=float, default=10.0, help="wall seconds per start-up")
+    ap.add_argument("--scale", type=float, default=0.05, help="wall seconds per virtual second")
     args = ap.parse_args()
     counts = [int(n) for n in args.slots.split(",")]
     print(

@@ -26,6 +26,7 @@ from tuner.loop import Report, write_tables
 from tuner.recommend import format_recommendations
 from tuner.slots import Slot
 from tuner.storage import backend_of, redact, shared_by_processes
+from tuner.study import sigterm_as_interrupt
 from tuner.worker import WorkerOptions, WorkerSummary, join_study
 from tuner.worker_loop import Joined, study_tally
 
@@ -44,8 +45,6 @@ def run_study_in_slots(
         trials=ctx.trials,
         timeout_s=opts.timeout_s,
     )
-    from tuner.study import sigterm_as_interrupt
-
     with sigterm_as_interrupt():
         joined = join_study(wopts, report)
         summary = run_slots(wopts, joined, slots, report)

@@ -37,6 +37,7 @@ from tuner.results import write_atomic
 from tuner.slots import Slot, SlotRequest, plan_slots
 from tuner.storage import StorageSettings, open_storage
 from tuner.storage_proxy import ResilientStorage
+from tuner.study import seed_queue, sigterm_as_interrupt
 from tuner.studylock import StudyLock
 from tuner.worker_loop import BUDGET_ATTR, Joined, WorkerLoop
 
@@ -77,8 +78,6 @@ def join_study(opts: WorkerOptions, report: Report) -> Joined:
     with lock.held():
         ctx = _context(opts, storage)
         study = open_study(ctx, storage)
-        from tuner.study import seed_queue
-
         seed_queue(study, ctx)
         budget = _settle_budget(study, opts.trials, ctx.trials)
     ctx.trials = budget
@@ -153,8 +152,6 @@ def identity(slot: Slot | None) -> str:
 
 def run_worker(opts: WorkerOptions, report: Report = print) -> WorkerSummary:
     """Join the study and run trials until its budget is met; Ctrl-C / SIGTERM safe."""
-    from tuner.study import sigterm_as_interrupt
-
     deadline = None if opts.timeout_s is None else time.monotonic() + opts.timeout_s
     with sigterm_as_interrupt():
         try:

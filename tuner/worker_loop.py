@@ -6,7 +6,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import optuna
@@ -156,7 +156,7 @@ class WorkerLoop:
                 self.j.storage.record_heartbeat(trial._trial_id)
                 suggest(trial, self.j.ctx.space)  # visible to every sampler before the lock goes
             except BaseException:
-                self._abandon(trial, "interrupted while claiming")
+                self._give_back(trial, "interrupted while claiming")  # the lock is held here
                 raise
             return tally, trial
 
@@ -182,6 +182,11 @@ class WorkerLoop:
             raise
         except InfraError:
             pass  # TrialLoop recorded why; record() below queues the config again
+        except Exception as err:  # a bug, not a measurement: FAIL the trial, then stop
+            with suppress(UpdateFinishedTrialError):
+                trial.set_user_attr("failure", f"error in tune: {type(err).__name__}: {err}")
+            self._tell(trial, TrialState.FAIL, None)
+            raise
         finally:
             self.ran += 1
         frozen = self._tell(trial, state, values)
@@ -207,9 +212,14 @@ class WorkerLoop:
     def _abandon(self, trial: optuna.Trial, why: str) -> None:
         """Mark ``trial`` interrupted and queue its config at once, for any worker to run."""
         with self.j.lock.held():
+            self._give_back(trial, why)
+
+    def _give_back(self, trial: optuna.Trial, why: str) -> None:
+        # Under the study lock: the FAIL and the re-queue are one step for every other worker.
+        with suppress(UpdateFinishedTrialError):  # already failed by a heartbeat check
             trial.set_user_attr("interrupted", True)
             trial.set_user_attr("failure", why)
-            frozen = self._tell(trial, TrialState.FAIL, None)
-            if frozen is not None:
-                params = frozen.params or frozen.system_attrs.get("fixed_params") or {}
-                self.study.enqueue_trial(params, user_attrs=requeue_attrs(frozen))
+        frozen = self._tell(trial, TrialState.FAIL, None)
+        if frozen is not None:
+            params = frozen.params or frozen.system_attrs.get("fixed_params") or {}
+            self.study.enqueue_trial(params, user_attrs=requeue_attrs(frozen))

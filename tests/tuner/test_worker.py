@@ -194,3 +194,7 @@ def test_a_killed_workers_trial_is_run_again_by_another(
     again = [t for t in complete(study) if t.user_attrs.get("requeued_from") == lost.number]
     assert len(again) == 1 and again[0].params == lost.params
     assert again[0].user_attrs["requeue_reason"] == "worker lost (no heartbeat)"
+    trials = tmp_path / "results" / "small" / "trials"  # the kill left no half-written folder
+    assert not (trials / f"{lost.number:04d}").exists()
+    assert (trials / f".{lost.number:04d}.partial").is_dir()
+    assert (trials / f"{again[0].number:04d}" / "engine.json").exists()
