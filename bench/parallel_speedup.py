@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import optuna
 import yaml
 
 from tuner.slots import SlotRequest
@@ -92,6 +93,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=0.05, help="wall seconds per virtual second")
     args = ap.parse_args()
     counts = [int(n) for n in args.slots.split(",")]
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # as the tune CLI does
     print(
         f"budget {args.trials} launches; start-up {args.startup_s:g} s; benchmark at "
         f"{args.scale:g} x virtual time; {os.cpu_count()} CPU cores on this machine"
