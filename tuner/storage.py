@@ -163,11 +163,39 @@ def _heartbeat_of(
     url: str, inner: BaseStorage, settings: StorageSettings, on_stale: StaleCallback | None
 ) -> BaseHeartbeat | None:
     if isinstance(inner, RDBStorage):
-        return inner
+        return RDBHeartbeat(inner)
     if isinstance(inner, JournalStorage):
         folder = journal_path(url).with_name(journal_path(url).name + ".heartbeats")
         return FileHeartbeat(inner, folder, settings, on_stale)
     return None
+
+
+class RDBHeartbeat(BaseHeartbeat):
+    """The RDB storage's own heartbeats (a table), plus whether a trial ever had one."""
+
+    def __init__(self, rdb: RDBStorage) -> None:
+        self.rdb = rdb
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        self.rdb.record_heartbeat(trial_id)
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        return self.rdb._get_stale_trial_ids(study_id)
+
+    def get_heartbeat_interval(self) -> int | None:
+        return self.rdb.get_heartbeat_interval()
+
+    def get_heartbeat_stale_trial_callback(self) -> StaleCallback | None:
+        return self.rdb.get_heartbeat_stale_trial_callback()
+
+    def has_beaten(self, trial_id: int) -> bool:
+        from optuna.storages._rdb import models
+
+        session = self.rdb.scoped_session()
+        try:
+            return models.TrialHeartbeatModel.where_trial_id(trial_id, session) is not None
+        finally:
+            session.close()
 
 
 class FileHeartbeat(BaseHeartbeat):
@@ -203,6 +231,9 @@ class FileHeartbeat(BaseHeartbeat):
 
     def get_heartbeat_interval(self) -> int:
         return self.settings.heartbeat_s
+
+    def has_beaten(self, trial_id: int) -> bool:
+        return (self.folder / str(trial_id)).exists()
 
     def get_heartbeat_stale_trial_callback(self) -> StaleCallback | None:
         return self.on_stale

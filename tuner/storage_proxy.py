@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Container, Sequence
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 import optuna
@@ -248,7 +250,24 @@ class ResilientStorage(BaseStorage, BaseHeartbeat):
         if time.monotonic() - self.retry.last_outage < self.grace_s:
             return []  # heartbeats could not be written during the outage: wait one grace
         hb = self.heartbeat
-        return list(self._r("check heartbeats", lambda: hb._get_stale_trial_ids(study_id)))
+        stale = list(self._r("check heartbeats", lambda: hb._get_stale_trial_ids(study_id)))
+        return stale + [i for i in self._never_beaten(study_id) if i not in stale]
+
+    def _never_beaten(self, study_id: int) -> list[int]:
+        """RUNNING trials older than one grace that never recorded a heartbeat: their worker
+        died between claiming them and its first beat (the heartbeat checks of optuna skip
+        such trials, which would then hold a budget place for ever)."""
+        has_beaten = getattr(self.heartbeat, "has_beaten", None)
+        if has_beaten is None:
+            return []
+        now = datetime.now()
+        running = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+        old = [
+            t._trial_id
+            for t in running
+            if t.datetime_start and (now - t.datetime_start).total_seconds() > self.grace_s
+        ]
+        return [i for i in old if not self._r("check heartbeats", partial(has_beaten, i))]
 
     def get_heartbeat_interval(self) -> int | None:
         return None if self.heartbeat is None else self.heartbeat.get_heartbeat_interval()

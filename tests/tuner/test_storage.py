@@ -121,6 +121,18 @@ def test_journal_heartbeats_fail_and_requeue_a_dead_workers_trial(tmp_path: Path
     assert again.system_attrs["fixed_params"] == lost.params
 
 
+def test_a_trial_whose_worker_died_before_its_first_beat_is_failed_too(tmp_path: Path) -> None:
+    url = f"journal:{tmp_path / 'journal.log'}"
+    storage = open_storage(url, StorageSettings(heartbeat_s=1, grace_s=2), requeue_lost)
+    study = optuna.create_study(study_name="s", storage=storage)
+    study.ask().suggest_int("x", 0, 9)  # claimed, then its worker died: no heartbeat ever
+    fail_stale_trials(study)
+    assert study.trials[0].state == TrialState.RUNNING  # younger than one grace: left alone
+    time.sleep(2.3)
+    fail_stale_trials(study)
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING]
+
+
 def test_stale_checks_pause_for_one_grace_after_an_outage(tmp_path: Path) -> None:
     storage = open_storage(f"journal:{tmp_path / 'j.log'}", StorageSettings(1, 2))
     study = optuna.create_study(study_name="s", storage=storage)
