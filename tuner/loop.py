@@ -186,7 +186,8 @@ def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) ->
 def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendation]:
     """Refresh trials.csv and the recommendation files from the storage."""
     tiers = list(ctx.space.workload.tiers)
-    trials_table(study, tiers).to_csv(ctx.paths.trials_csv, index=False)
+    # Through a temp file and a rename, like every result: a crash never leaves half a table.
+    write_atomic(ctx.paths.trials_csv, trials_table(study, tiers).to_csv(index=False))
     recs = recommend(study.get_trials(deepcopy=False), ctx.objective, tiers)
     write_json(
         ctx.paths.recommendations_json,
