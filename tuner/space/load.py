@@ -48,15 +48,15 @@ def settings_of(space: Space, path: Path | str = "<space>") -> LauncherSettings:
     return settings
 
 
-class _Yaml12Loader(yaml.SafeLoader):
+class SpaceYamlLoader(yaml.SafeLoader):
     """Safe YAML where only true/false are booleans (YAML 1.2): `off:` and `on:` stay strings."""
 
 
-_Yaml12Loader.yaml_implicit_resolvers = {
+SpaceYamlLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_Yaml12Loader.add_implicit_resolver(
+SpaceYamlLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
 
@@ -67,7 +67,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as err:
         raise SpaceError(f"{path}: cannot read space file ({err.strerror})") from None
     try:
-        data = yaml.load(text, Loader=_Yaml12Loader)
+        data = yaml.load(text, Loader=SpaceYamlLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
