@@ -18,6 +18,7 @@ from tuner.grid import GridWalkSampler
 from tuner.sampling import violated_rules
 from tuner.space.params import Scalar
 from tuner.space.schema import Space
+from tuner.tiered import TierTurnSampler
 
 SamplerFactory = Callable[[Space], optuna.samplers.BaseSampler]
 STARTUP_TRIALS = 8  # random configs before the model-based samplers take over
@@ -30,6 +31,13 @@ def _tpe(space: Space) -> optuna.samplers.BaseSampler:
         seed=space.study.seed,
         n_startup_trials=STARTUP_TRIALS,
     )
+
+
+def _tpe_tiers(space: Space) -> optuna.samplers.BaseSampler:
+    inner = optuna.samplers.TPESampler(
+        multivariate=True, seed=space.study.seed, n_startup_trials=STARTUP_TRIALS
+    )
+    return TierTurnSampler(inner)
 
 
 def _gp(space: Space) -> optuna.samplers.BaseSampler:
@@ -79,6 +87,7 @@ def grid_values(space: Space) -> dict[str, list[Scalar]]:
 
 SAMPLERS: dict[str, SamplerFactory] = {
     "tpe": _tpe,
+    "tpe-tiers": _tpe_tiers,
     "gp": _gp,
     "nsga2": _nsga2,
     "random": _random,

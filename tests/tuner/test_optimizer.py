@@ -16,6 +16,7 @@ from tuner.grid import GridWalkSampler
 from tuner.optimizer import SAMPLERS, grid_values, make_sampler
 from tuner.space.schema import Space
 from tuner.study import RunOptions, run_study
+from tuner.tiered import TierTurnSampler
 from tuner.trial import CONSTRAINT_KEYS
 
 
@@ -133,3 +134,26 @@ def test_slo_miss_is_a_constraint_the_sampler_sees(
     run_study(options(space_file, tmp_path / "met", trials=1), report=lambda _: None)
     met = load(tmp_path / "met").trials[0]
     assert met.constraints["slo"] == 0 and met.user_attrs["feasible"] is True
+
+
+def test_tier_turns_find_each_tiers_own_best() -> None:
+    # Three tiers whose optima sit in different corners, one corner (x=6) infeasible.
+    sampler = TierTurnSampler(
+        optuna.samplers.TPESampler(multivariate=True, seed=0, n_startup_trials=5)
+    )
+    study = optuna.create_study(directions=["minimize"] * 3, sampler=sampler)
+    asked: list[int] = []
+
+    def tiers(trial: optuna.Trial) -> list[float]:
+        x = trial.suggest_categorical("x", [1, 2, 3, 4, 5, 6])
+        y = trial.suggest_int("y", 0, 10)
+        trial.set_constraint("slo", 1.0 if x == 6 else 0.0)
+        asked.append(trial.number)
+        return [(x - 1) ** 2 + y, (x - 3) ** 2 + (y - 5) ** 2, (x - 5) ** 2 + (10 - y)]
+
+    study.optimize(tiers, n_trials=40)
+    feasible = [t for t in study.trials if t.params["x"] != 6]
+    for i, best in enumerate([(1, 0), (3, 5), (5, 10)]):
+        top = min(feasible, key=lambda t: t.values[i])
+        assert (top.params["x"], top.params["y"]) == best
+    assert asked == list(range(40))
