@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -48,26 +47,13 @@ def settings_of(space: Space, path: Path | str = "<space>") -> LauncherSettings:
     return settings
 
 
-class SpaceYamlLoader(yaml.SafeLoader):
-    """Safe YAML where only true/false are booleans (YAML 1.2): `off:` and `on:` stay strings."""
-
-
-SpaceYamlLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-SpaceYamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except OSError as err:
         raise SpaceError(f"{path}: cannot read space file ({err.strerror})") from None
     try:
-        data = yaml.load(text, Loader=SpaceYamlLoader)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
