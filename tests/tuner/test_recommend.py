@@ -143,7 +143,7 @@ def test_recommended_prefill_chunk_shrinks_as_concurrency_grows(
             "type": "categorical",
             "choices": [0, 6000],
             "default": 0,
-            "off": 0,
+            "unset": 0,
             "flag": "--long-prefill-token-threshold",
         },
     }
