@@ -14,6 +14,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -24,7 +25,7 @@ DEFAULT_CONFIRM = 2  # leading configs per tier launched again after exploration
 MIN_NOISE_CV = 0.005  # a handful of repeats can show almost no spread by chance: never trust < 0.5%
 
 
-def tier_metrics(trial: FrozenTrial, tier: int) -> dict[str, object]:
+def tier_metrics(trial: FrozenTrial, tier: int) -> dict[str, Any]:
     tiers = trial.user_attrs.get("tiers") or {}
     return dict(tiers.get(str(tier)) or {})
 
