@@ -16,6 +16,8 @@ import optuna
 
 from objectives.objective import Objective, get_objective
 from tuner.errors import SpaceError, StudyError
+from tuner.optimizer import DEFAULT_SAMPLER, check_sampler, make_sampler
+from tuner.pooling import DEFAULT_CONFIRM
 from tuner.recommend import TierRecommendation
 from tuner.results import StudyPaths
 from tuner.slots import SlotRequest
@@ -38,6 +40,8 @@ class RunOptions:
     storage: str | None = None
     results_dir: Path = Path("results")
     parallel: SlotRequest = field(default_factory=SlotRequest)  # --gpus/--npus/--slots
+    confirm: int | None = None  # leading configs per tier launched again (None: the default)
+    sampler: str | None = None
 
 
 @dataclass
@@ -53,6 +57,8 @@ class StudyContext:
     storage_url: str
     trials: int
     timeout_s: float | None
+    confirm: int = DEFAULT_CONFIRM
+    sampler: str = DEFAULT_SAMPLER
 
 
 @dataclass
@@ -80,8 +86,23 @@ def prepare(opts: RunOptions) -> StudyContext:
     TrialRunner(space, objective, space.study.ready_timeout_s)  # validates the target settings
     text = Path(opts.space_path).read_text()
     url = opts.storage or paths.default_storage_url
+    confirm = DEFAULT_CONFIRM if opts.confirm is None else opts.confirm
+    if confirm < 0:
+        raise StudyError(f"--confirm must be 0 (off) or more (got {confirm})")
+    sampler = check_sampler(opts.sampler or DEFAULT_SAMPLER)
+    make_sampler(sampler, space)  # a grid over a continuous space is refused here
     return StudyContext(
-        space, Path(opts.space_path), text, objective, name, paths, url, trials, opts.timeout_s
+        space,
+        Path(opts.space_path),
+        text,
+        objective,
+        name,
+        paths,
+        url,
+        trials,
+        opts.timeout_s,
+        confirm,
+        sampler,
     )
 
 
@@ -110,17 +131,11 @@ def open_study(
         study_name=ctx.name,
         storage=storage or driver_url(ctx.storage_url),
         directions=[ctx.objective.direction] * len(tiers),
-        sampler=make_sampler(ctx.space),
+        sampler=make_sampler(ctx.sampler, ctx.space),
         load_if_exists=True,
     )
     _check_or_record(study, ctx, tiers)
     return study
-
-
-def make_sampler(space: Space) -> optuna.samplers.BaseSampler:
-    return optuna.samplers.TPESampler(
-        multivariate=True, constant_liar=True, seed=space.study.seed, n_startup_trials=8
-    )
 
 
 def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -> None:

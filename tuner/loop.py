@@ -15,6 +15,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.context import StudyContext
 from tuner.errors import InfraError
+from tuner.pooling import CONFIRM_ATTR
 from tuner.recommend import TierRecommendation, format_recommendations, recommend, trials_table
 from tuner.results import staged_dir, write_atomic, write_json
 from tuner.sampling import jsonable, rules_violation, suggest, violated_rules
@@ -39,6 +40,7 @@ class TrialLoop:
         )
         self.infra_streak = 0
         self.free_streak = 0
+        self.confirming = False  # confirmation launches do not count towards --trials
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         values = suggest(trial, self.ctx.space)
@@ -68,7 +70,8 @@ class TrialLoop:
         config = render_engine_config(self.ctx.space, values, labels=labels)
         trial.set_user_attr("fingerprint", config.fingerprint())
         trial.set_user_attr("engine_command", config.shell_command())
-        if (twin := self._measured_twin(trial, config.fingerprint())) is not None:
+        fresh = trial.user_attrs.get(CONFIRM_ATTR) is not None  # a re-measurement is asked for
+        if not fresh and (twin := self._measured_twin(trial, config.fingerprint())) is not None:
             return self._copy(trial, twin)
         tiers: dict[str, Any] = {}
 
@@ -117,7 +120,7 @@ class TrialLoop:
     def after_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Progress line, table refresh, re-queue of infra failures, and the stop condition."""
         self.record(study, trial)
-        if finished_count(study) >= self.ctx.trials:
+        if not self.confirming and finished_count(study) >= self.ctx.trials:
             study.stop()
         if self.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
             self.report(f"stopping: {self.infra_streak} infrastructure failures in a row")
@@ -148,8 +151,9 @@ class TrialLoop:
 
 def requeue_attrs(trial: FrozenTrial) -> dict[str, Any]:
     attrs: dict[str, Any] = {"requeued_from": trial.number}
-    if trial.user_attrs.get("baseline"):
-        attrs["baseline"] = True
+    for key in ("baseline", CONFIRM_ATTR):
+        if trial.user_attrs.get(key) is not None:
+            attrs[key] = trial.user_attrs[key]
     return attrs
 
 
@@ -161,8 +165,9 @@ def counts_toward_budget(trial: FrozenTrial) -> bool:
 
 
 def finished_count(study: optuna.Study) -> int:
-    """Finished trials that count toward the budget (``--trials``)."""
-    return sum(counts_toward_budget(t) for t in study.get_trials(deepcopy=False))
+    """Finished trials that count toward the budget (``--trials``); confirmations are extra."""
+    done = study.get_trials(deepcopy=False)
+    return sum(counts_toward_budget(t) and CONFIRM_ATTR not in t.user_attrs for t in done)
 
 
 def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) -> str:
@@ -170,6 +175,8 @@ def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) ->
     head = f"trial {trial.number:>3} [{done}/{ctx.trials}]"
     if trial.user_attrs.get("baseline"):
         head += " baseline"
+    if trial.user_attrs.get(CONFIRM_ATTR) is not None:
+        head += f" confirms {trial.user_attrs[CONFIRM_ATTR]}"
     if trial.state != TrialState.COMPLETE:
         reason = trial.user_attrs.get("failure") or "infrastructure fault"
         return f"{head} {trial.state.name}: {reason}"

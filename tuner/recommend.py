@@ -1,8 +1,23 @@
-"""Per-tier recommendations and the trials table, rebuilt from the study's storage alone."""
+"""Per-tier recommendations and the trials table, rebuilt from the study's storage alone.
+
+Recommendations pool every launch of a config (the trial that first measured it and its
+confirmation trials, see ``tuner.pooling``): the value is the mean over launches, ``spread`` the
+sample standard deviation, ``runs`` / ``values`` the trials and values it pools. Within a tier,
+configs are ranked by a pessimistic estimate, mean worsened by ``RANK_Z`` noise standard errors,
+so one lucky launch does not outrank a config measured twice. ``verdict`` compares the pooled
+means with the baseline's against the tier's pooled run-to-run noise:
+
+- ``better`` / ``worse``: the gap exceeds ``VERDICT_Z`` standard errors of the difference;
+- ``within noise``: it does not, and the config is not called better than the baseline;
+- ``unconfirmed``: no config was measured twice yet, so the noise is unknown;
+- ``baseline``: the baseline itself is the best config at that tier;
+- ``baseline infeasible``: the baseline failed or missed an SLO, any feasible config beats it.
+"""
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -12,93 +27,143 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
+from tuner.pooling import (
+    CONFIRM_ATTR,
+    Config,
+    configs,
+    feasible_at,
+    is_feasible,
+    measured,
+    noise_cv,
+    spread,
+    tier_metrics,
+)
 
 SHOWN_METRICS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
+RANK_Z = 1.0
+VERDICT_Z = 2.0
+
+__all__ = [
+    "TierRecommendation",
+    "baseline_trial",
+    "feasible_at",
+    "format_recommendations",
+    "is_feasible",
+    "measured",
+    "recommend",
+    "tier_metrics",
+    "trials_table",
+]
 
 
 @dataclass
 class TierRecommendation:
-    """The best measured config at one concurrency tier, beside the baseline."""
+    """The best config at one concurrency tier, pooled over its launches, beside the baseline."""
 
     concurrency: int
-    trial: int | None
+    trial: int | None  # the trial that first measured the recommended config
     params: dict[str, Any] = field(default_factory=dict)
-    value: float | None = None
+    value: float | None = None  # mean objective value over ``runs``
     baseline_trial: int | None = None
     baseline_value: float | None = None
     gain: float | None = None  # relative improvement over the baseline, 0.25 = 25% better
     metrics: dict[str, float] = field(default_factory=dict)
     baseline_metrics: dict[str, float] = field(default_factory=dict)
+    runs: list[int] = field(default_factory=list)  # trial numbers of every launch pooled
+    values: list[float] = field(default_factory=list)
+    spread: float | None = None  # sample std of ``values``
+    baseline_runs: list[int] = field(default_factory=list)
+    baseline_values: list[float] = field(default_factory=list)
+    baseline_spread: float | None = None
+    noise_cv: float | None = None  # the tier's pooled run-to-run coefficient of variation
+    verdict: str | None = None  # better / worse / within noise / unconfirmed / baseline...
+    baseline_feasible: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def tier_metrics(trial: FrozenTrial, tier: int) -> dict[str, Any]:
-    tiers = trial.user_attrs.get("tiers") or {}
-    return dict(tiers.get(str(tier)) or {})
-
-
-def is_feasible(trial: FrozenTrial) -> bool:
-    return trial.state == TrialState.COMPLETE and bool(trial.user_attrs.get("feasible"))
-
-
-def feasible_at(trial: FrozenTrial, tier: int) -> bool:
-    """Whether the trial served every request of ``tier`` and met that tier's SLOs."""
-    if trial.state != TrialState.COMPLETE:
-        return False
-    tier_ok = trial.user_attrs.get("tier_ok")
-    if tier_ok:
-        return bool(tier_ok.get(str(tier)))
-    return bool(trial.user_attrs.get("feasible"))
-
-
-def measured(trial: FrozenTrial, objective: Objective, tier: int) -> float | None:
-    value = tier_metrics(trial, tier).get(objective.key)
-    if value is None or not math.isfinite(float(value)):
-        return None
-    return float(value)
-
-
 def baseline_trial(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
     done = [t for t in trials if t.user_attrs.get("baseline") and t.state == TrialState.COMPLETE]
+    done = [t for t in done if t.user_attrs.get(CONFIRM_ATTR) is None]
     return done[0] if done else None
 
 
 def recommend(
     trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int]
 ) -> list[TierRecommendation]:
-    """For each tier, the feasible trial with the best objective value at that tier."""
-    base = baseline_trial(trials)
-    return [_recommend_tier(trials, objective, tier, base) for tier in tiers]
+    """For each tier, the feasible config with the best pooled objective value at that tier."""
+    groups = list(configs(trials).values())
+    base = next((c for c in groups if c.is_baseline), None)
+    return [_recommend_tier(groups, objective, tier, base) for tier in tiers]
 
 
 def _recommend_tier(
-    trials: Sequence[FrozenTrial], objective: Objective, tier: int, base: FrozenTrial | None
+    groups: Sequence[Config], objective: Objective, tier: int, base: Config | None
 ) -> TierRecommendation:
-    best: FrozenTrial | None = None
-    best_value: float | None = None
-    for t in trials:
-        value = measured(t, objective, tier)
-        if not feasible_at(t, tier) or value is None:
-            continue
-        if best_value is None or objective.better(value, best_value):
-            best, best_value = t, value
-    rec = TierRecommendation(concurrency=tier, trial=best.number if best else None)
+    cv = noise_cv(groups, objective, tier)
+    rec = TierRecommendation(concurrency=tier, trial=None, noise_cv=cv)
+    best = _best(groups, objective, tier, cv)
     if best is not None:
-        rec.params, rec.value = dict(best.params), best_value
-        rec.metrics = _shown(tier_metrics(best, tier))
+        rec.trial, rec.params = best.root.number, dict(best.root.params)
+        rec.runs, rec.values = _pooled(best, objective, tier)
+        rec.value, rec.spread = statistics.fmean(rec.values), spread(rec.values)
+        rec.metrics = best.mean_metrics(tier, SHOWN_METRICS)
     if base is not None:
-        rec.baseline_trial = base.number
-        rec.baseline_value = measured(base, objective, tier)
-        rec.baseline_metrics = _shown(tier_metrics(base, tier))
+        rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)
+        rec.baseline_runs, rec.baseline_values = _pooled(base, objective, tier)
+        if rec.baseline_values:
+            rec.baseline_value = statistics.fmean(rec.baseline_values)
+        rec.baseline_spread = spread(rec.baseline_values)
+        rec.baseline_metrics = base.mean_metrics(tier, SHOWN_METRICS)
     if rec.value is not None and rec.baseline_value is not None:
         rec.gain = objective.gain(rec.value, rec.baseline_value)
+        rec.verdict = _verdict(rec, best is base)
     return rec
 
 
-def _shown(metrics: dict[str, Any]) -> dict[str, float]:
-    return {k: float(metrics[k]) for k in SHOWN_METRICS if k in metrics}
+def _pooled(c: Config, objective: Objective, tier: int) -> tuple[list[int], list[float]]:
+    pairs = [(t.number, measured(t, objective, tier)) for t in c.runs]
+    kept = [(n, v) for n, v in pairs if v is not None]
+    return [n for n, _ in kept], [v for _, v in kept]
+
+
+def _best(
+    groups: Sequence[Config], objective: Objective, tier: int, cv: float | None
+) -> Config | None:
+    best: tuple[float, Config] | None = None
+    for c in groups:
+        score = rank_score(c, objective, tier, cv) if c.feasible_at(tier) else None
+        if score is None:
+            continue
+        if best is None or objective.better(score, best[0]):
+            best = (score, c)
+    return best[1] if best else None
+
+
+def rank_score(c: Config, objective: Objective, tier: int, cv: float | None) -> float | None:
+    """Pooled mean worsened by ``RANK_Z`` standard errors: fewer launches, less trust."""
+    vals = c.values(objective, tier)
+    if not vals:
+        return None
+    mean = statistics.fmean(vals)
+    penalty = RANK_Z * (cv or 0.0) * abs(mean) / math.sqrt(len(vals))
+    return mean + penalty if objective.direction == "minimize" else mean - penalty
+
+
+def _verdict(rec: TierRecommendation, is_base: bool) -> str:
+    if is_base:
+        return "baseline"
+    if not rec.baseline_feasible:
+        return "baseline infeasible"
+    if rec.noise_cv is None or rec.gain is None:
+        return "unconfirmed"
+    error = rec.noise_cv * math.sqrt(1 / len(rec.values) + 1 / len(rec.baseline_values))
+    if rec.gain > VERDICT_Z * error:
+        return "better"
+    if rec.gain < -VERDICT_Z * error:
+        return "worse"
+    return "within noise"
 
 
 def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
@@ -111,6 +176,8 @@ def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
             "baseline": bool(t.user_attrs.get("baseline", False)),
             "feasible": is_feasible(t),
             "failure": t.user_attrs.get("failure") or "",
+            "confirm_of": t.user_attrs.get(CONFIRM_ATTR),
+            "duplicate_of": t.user_attrs.get("duplicate_of"),
             "duration_s": t.duration.total_seconds() if t.duration else None,
         }
         row.update({f"param_{k}": v for k, v in t.params.items()})
@@ -123,12 +190,14 @@ def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
 
 
 def format_recommendations(recs: Sequence[TierRecommendation], objective: Objective) -> str:
-    """A plain-text table: one row per tier, best vs baseline, then each tier's settings."""
+    """A plain-text table: one row per tier, pooled best vs baseline, then each tier's settings.
+
+    Values read ``mean ±std (n launches)``; the verdict says whether the gain beats the noise.
+    """
     head = f"{'tier':>6}  {'trial':>5}  {objective.name + ' (' + objective.unit + ')':>22}  "
-    head += f"{'baseline':>10}  {'gain':>7}  {'median_tpot':>11}  {'out tok/s':>9}"
+    head += f"{'baseline':>18}  {'gain':>7}  {'verdict':<12}  {'median_tpot':>11}  {'out tok/s':>9}"
     lines = [head, "-" * len(head)]
-    for r in recs:
-        lines.append(_row(r))
+    lines += [_row(r) for r in recs]
     lines.append("")
     for r in recs:
         if r.trial is not None:
@@ -139,13 +208,25 @@ def format_recommendations(recs: Sequence[TierRecommendation], objective: Object
     return "\n".join(lines)
 
 
-def _row(r: TierRecommendation) -> str:
-    def num(x: float | None, fmt: str = ".1f") -> str:
-        return "-" if x is None else format(x, fmt)
+def _num(x: float | None, fmt: str = ".1f") -> str:
+    return "-" if x is None else format(x, fmt)
 
+
+def _pooled_cell(value: float | None, std: float | None, n: int) -> str:
+    if value is None:
+        return "-"
+    if std is None:
+        return f"{value:.1f} (1)"
+    return f"{value:.1f} ±{std:.1f} ({n})"
+
+
+def _row(r: TierRecommendation) -> str:
     gain = "-" if r.gain is None else f"{r.gain * 100:+.1f}%"
+    trial = "-" if r.trial is None else str(r.trial)
+    best = _pooled_cell(r.value, r.spread, len(r.values))
+    base = _pooled_cell(r.baseline_value, r.baseline_spread, len(r.baseline_values))
     return (
-        f"{'c' + str(r.concurrency):>6}  {num(r.trial, 'd') if r.trial is not None else '-':>5}  "
-        f"{num(r.value):>22}  {num(r.baseline_value):>10}  {gain:>7}  "
-        f"{num(r.metrics.get('median_tpot_ms')):>11}  {num(r.metrics.get('output_throughput')):>9}"
+        f"{'c' + str(r.concurrency):>6}  {trial:>5}  {best:>22}  {base:>18}  {gain:>7}  "
+        f"{r.verdict or '-':<12}  {_num(r.metrics.get('median_tpot_ms')):>11}  "
+        f"{_num(r.metrics.get('output_throughput')):>9}"
     )

@@ -8,6 +8,7 @@ import optuna
 
 from objectives.objective import get_objective
 from tuner.errors import StudyError
+from tuner.pooling import CONFIRM_ATTR
 from tuner.recommend import format_recommendations, recommend
 from tuner.results import StudyPaths
 from tuner.storage import driver_url
@@ -42,10 +43,13 @@ def show_study(name: str, storage: str | None, results_dir: Path) -> str:
     tiers = [int(t) for t in attrs["tiers"]]
     trials = study.get_trials(deepcopy=False)
     recs = recommend(trials, objective, tiers)
-    done = sum(1 for t in trials if t.state == optuna.trial.TrialState.COMPLETE)
-    feasible = sum(1 for t in trials if t.user_attrs.get("feasible"))
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    confirms = sum(1 for t in complete if t.user_attrs.get(CONFIRM_ATTR) is not None)
+    done = len(complete) - confirms
+    feasible = sum(1 for t in complete if t.user_attrs.get("feasible"))
     head = (
         f"study {name!r}: objective {objective.name}, {done} finished trials "
-        f"({feasible} feasible, {len(trials) - done} failed or unfinished)"
+        f"+ {confirms} confirmation launches "
+        f"({feasible} feasible, {len(trials) - len(complete)} failed or unfinished)"
     )
     return head + "\n\n" + format_recommendations(recs, objective)

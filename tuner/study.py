@@ -2,18 +2,20 @@
 
 ``run_study`` creates or resumes the Optuna study (one objective per concurrency tier, so the
 sampler looks for each tier's best config) and runs trials until the study holds the asked
-number of finished trials.
+number of finished trials, then launches each tier's leading configs again (``confirm``).
 """
 
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
 import optuna
 
+from tuner.confirm import run_confirmations
 from tuner.context import RunOptions, StudyContext, StudySummary, open_study, prepare
 from tuner.errors import InfraError
 from tuner.export import export_study
@@ -56,6 +58,7 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     seed_queue(study, ctx)
     loop = TrialLoop(ctx, study, report, slots[0])
     interrupted = False
+    started = time.monotonic()
     done = finished_count(study)
     report(f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage {ctx.storage_url}")
     try:
@@ -64,6 +67,9 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
                 study.optimize(
                     loop, timeout=ctx.timeout_s, catch=(InfraError,), callbacks=[loop.after_trial]
                 )
+            if finished_count(study) >= ctx.trials:  # explored in full: confirm the leaders
+                left = ctx.timeout_s and ctx.timeout_s - (time.monotonic() - started)
+                run_confirmations(study, loop, ctx.confirm, left)
     except KeyboardInterrupt:
         interrupted = True
         report("interrupted: the running engine was stopped; rerun the same command to resume")

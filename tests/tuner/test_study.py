@@ -21,6 +21,7 @@ from tuner.study import RunOptions, run_study
 
 
 def options(space: Path, tmp_path: Path, **kw: Any) -> RunOptions:
+    kw.setdefault("confirm", 0)  # these tests count exploration trials; see test_confirm.py
     return RunOptions(space_path=space, results_dir=tmp_path / "results", **kw)
 
 

@@ -8,6 +8,8 @@ import typer
 
 from tuner.cli import app
 from tuner.durations import parse_duration
+from tuner.optimizer import DEFAULT_SAMPLER, SAMPLERS
+from tuner.pooling import DEFAULT_CONFIRM
 from tuner.slots import SlotRequest
 from tuner.study import RunOptions, run_study
 
@@ -28,6 +30,12 @@ def run(
     devices_per_trial: int = typer.Option(
         None, "--devices-per-trial", help="Devices one engine needs (default: from the space)."
     ),
+    confirm: int = typer.Option(
+        DEFAULT_CONFIRM, "--confirm", help="Leading configs per tier launched again (0: off)."
+    ),
+    sampler: str = typer.Option(
+        DEFAULT_SAMPLER, "--sampler", help=f"Optuna sampler: {', '.join(SAMPLERS)}."
+    ),
 ) -> None:
     """Run or resume a tuning study; prints the recommended config per concurrency tier."""
     opts = RunOptions(
@@ -40,6 +48,8 @@ def run(
         storage=storage,
         results_dir=results_dir,
         parallel=SlotRequest(gpus, npus, slots, devices_per_trial),
+        confirm=confirm,
+        sampler=sampler,
     )
     summary = run_study(opts, report=lambda line: typer.echo(line))
     typer.echo("")

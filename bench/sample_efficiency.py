@@ -1,0 +1,366 @@
+"""How many trials each search needs to find every tier's best config, on the simulated engine.
+
+The minimax_h200 space is discretised (``DISCRETE``: a handful of values per knob) and run on
+the simulated 4x H200 engine with a shortened workload (``--prompts`` per tier). Every distinct
+launch of the discretised space is measured once (replicate ``a``): that exhaustive table
+gives each tier's true best feasible config and the configs within ``--tolerance`` of it. Then
+each method searches the same space for ``--seeds`` seeds, ``--budget`` launches each:
+
+- ``tune``: the study's default sampler (``tuner.optimizer``), one objective per tier, the
+  loop's constraints (rules, engine, failed_requests, slo), the baseline first;
+- ``random``: random search (same baseline first);
+- ``grid``: a nested-loop walk like vLLM's auto_tune script (``tuner.grid``), seeded value order;
+- any sampler name of ``tuner.optimizer.SAMPLERS`` (``--methods tpe,gp,nsga2`` compares them).
+
+A launch shows a method one noisy draw: replicate ``a`` or ``b`` (another engine seed) picked
+at random per trial, ``b`` measured on first use. As in ``tune run``, configs that break a rule
+and configs rendering to a launch already made cost no launch. After each launch a method's
+pick for a tier is its best feasible observed value there; the figure is the number of
+launches until that pick is truly (replicate ``a``) within the tolerance of the tier's best.
+Measurements are cached under results/bench/ keyed by the engine config the simulator
+resolves, the workload and the simulator's source, so reruns skip the exhaustive sweep.
+
+    python bench/sample_efficiency.py [--seeds 10] [--budget 100] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from launchers.simengine import EngineRefused, load_profile  # noqa: E402
+from launchers.simengine.config import resolve  # noqa: E402
+from objectives.objective import get_objective  # noqa: E402
+from tuner.optimizer import DEFAULT_SAMPLER, SAMPLERS, grid_values, make_sampler  # noqa: E402
+from tuner.sampling import rules_violation, suggest, violated_rules  # noqa: E402
+from tuner.space import render_engine_config  # noqa: E402
+from tuner.space.schema import Space  # noqa: E402
+from tuner.trial import CONSTRAINT_KEYS, TrialRunner  # noqa: E402
+
+SPACE = REPO / "search_spaces" / "minimax_h200.yaml"
+CACHE_DIR = REPO / "results" / "bench"
+DISCRETE: dict[str, list[Any]] = {  # knobs not listed keep every value the space gives them
+    "max_num_batched_tokens": [8192, 32768, 131072, 262144],
+    "long_prefill_token_threshold": [0, 6000],
+    "max_num_seqs": [16, 64, 256],
+    "num_speculative_tokens": [0, 3],
+}
+Record = dict[str, Any]  # values (per tier), constraints, failure_kind
+
+
+def bench_space(prompts: int, seed: int = 0) -> Space:
+    """The discretised minimax_h200 space on the simulated engine, ``prompts`` per tier."""
+    data = yaml.safe_load(SPACE.read_text())  # the schema reads YAML's on/off keys back
+    data["target"] = {"kind": "sim", **(data.get("sim") or {})}
+    for name, values in DISCRETE.items():
+        p = data["parameters"][name]
+        for key in ("low", "high", "log", "step"):
+            p.pop(key, None)
+        p.update(type="categorical", choices=values)
+    data["workload"].update(num_prompts=prompts, warmup=1)
+    data["study"]["seed"] = seed
+    return Space.model_validate(data)
+
+
+def launch_key(space: Space, values: dict[str, Any]) -> str:
+    """The engine config the simulator resolves (irrelevant knobs drop out), hashed."""
+    config = render_engine_config(space, values)
+    try:
+        cfg = resolve(config.args, config.env, load_profile(space.target.settings()["profile"]))
+    except EngineRefused:
+        return "refused:" + config.fingerprint()
+    return hashlib.sha256(repr(replace(cfg, notes=(), port=0, host="")).encode()).hexdigest()
+
+
+def cache_path(space: Space) -> Path:
+    digest = hashlib.sha256(space.model_dump_json().encode())
+    for src in sorted((REPO / "launchers" / "simengine").rglob("*")):
+        if src.is_file() and src.suffix in (".py", ".yaml"):
+            digest.update(src.read_bytes())
+    return CACHE_DIR / f"sample_efficiency_{digest.hexdigest()[:12]}.json"
+
+
+# --- measuring (worker processes) ---------------------------------------------------------
+
+_W: dict[str, Any] = {}
+
+
+def _init_worker(prompts: int, table: dict[str, Record]) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = bench_space(prompts)
+    _W.update(space=space, table=table, dir=Path(tempfile.mkdtemp(prefix="sample_eff_")))
+    _W["runner"] = TrialRunner(space, get_objective(space.study.objective or ""), 60.0)
+
+
+def _measure(values: dict[str, Any], replicate: str) -> Record:
+    config = render_engine_config(_W["space"], values, labels={"trial": replicate})
+    out = _W["runner"].run(config, _W["dir"] / "trial")
+    return {"values": out.values, "constraints": out.constraints, "kind": out.failure_kind}
+
+
+def _measure_job(job: tuple[str, dict[str, Any], str]) -> tuple[str, Record]:
+    key, values, replicate = job
+    return f"{replicate}|{key}", _measure(values, replicate)
+
+
+def _lookup(key: str, values: dict[str, Any], replicate: str, new: dict[str, Record]) -> Record:
+    name = f"{replicate}|{key}"
+    if name not in _W["table"]:
+        new[name] = _W["table"][name] = _measure(values, replicate)
+    return dict(_W["table"][name])
+
+
+# --- the searches -------------------------------------------------------------------------
+
+
+def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record]], dict]:
+    """One method, one seed: the launches it made, in order, with what it observed."""
+    method, seed, budget = job
+    space = bench_space(_W["space"].workload.num_prompts, seed)
+    objective = get_objective(space.study.objective or "")
+    sampler = make_sampler(DEFAULT_SAMPLER if method == "tune" else method, space)
+    directions = [objective.direction] * len(space.workload.tiers)
+    study = optuna.create_study(directions=directions, sampler=sampler)
+    study.enqueue_trial(space.defaults())
+    rng = np.random.default_rng(seed)
+    launches: list[tuple[str, Record]] = []
+    seen: dict[str, Record] = {}
+    new: dict[str, Record] = {}
+
+    def run_trial(trial: optuna.Trial) -> list[float]:
+        values = suggest(trial, space)
+        if violated_rules(space, values):  # refused before any launch, as in tune run
+            constraints = dict.fromkeys(CONSTRAINT_KEYS, 0.0)
+            constraints["rules"] = rules_violation(space, values)
+            worst = [objective.worst] * len(space.workload.tiers)
+            rec: Record = {"values": worst, "kind": "rules", "constraints": constraints}
+        else:
+            fingerprint = render_engine_config(space, values).fingerprint()
+            if fingerprint not in seen:  # a launch already made is answered from the study
+                key = launch_key(space, values)
+                seen[fingerprint] = _lookup(key, values, str(rng.choice(["a", "b"])), new)
+                launches.append((key, seen[fingerprint]))
+            rec = seen[fingerprint]
+        for name, value in rec["constraints"].items():
+            trial.set_constraint(name, value)
+        return list(rec["values"])
+
+    for _ in range(budget * 20):  # rules and duplicates are free, but bounded
+        if len(launches) >= budget:
+            break
+        study.optimize(run_trial, n_trials=1)
+    return method, seed, launches, new
+
+
+# --- scoring ------------------------------------------------------------------------------
+
+
+def feasible(rec: Record) -> bool:
+    return all(v <= 0 for v in rec["constraints"].values())
+
+
+def truths(table: dict[str, Record], keys: Iterable[str], space: Space) -> list[dict[str, float]]:
+    """Per tier: the true (replicate a) value of every feasible launch key."""
+    tiers = range(len(space.workload.tiers))
+    out: list[dict[str, float]] = [{} for _ in tiers]
+    for key in keys:
+        rec = table[f"a|{key}"]
+        if feasible(rec):
+            for i in tiers:
+                out[i][key] = float(rec["values"][i])
+    return out
+
+
+def within(value: float, best: float, tol: float, maximize: bool) -> bool:
+    return value >= best * (1 - tol) if maximize else value <= best * (1 + tol)
+
+
+def trials_to_reach(
+    launches: Sequence[tuple[str, Record]],
+    truth: dict[str, float],
+    tier: int,
+    tol: float,
+    maximize: bool,
+) -> int | None:
+    """Launches until the method's pick for ``tier`` is truly within ``tol`` of the best."""
+    best = max(truth.values()) if maximize else min(truth.values())
+    pick: tuple[float, str] | None = None
+    for n, (key, rec) in enumerate(launches, start=1):
+        if feasible(rec):
+            seen = float(rec["values"][tier])
+            if pick is None or (seen > pick[0] if maximize else seen < pick[0]):
+                pick = (seen, key)
+        if pick is not None and pick[1] in truth and within(truth[pick[1]], best, tol, maximize):
+            return n
+    return None
+
+
+def median_cell(counts: Sequence[int | None], budget: int) -> tuple[float, str]:
+    med = statistics.median([math.inf if c is None else c for c in counts])
+    return med, (f">{budget}" if math.isinf(med) else f"{med:g}")
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def all_points(space: Space) -> list[dict[str, Any]]:
+    grid = grid_values(space)
+    points = (dict(zip(grid, combo, strict=True)) for combo in itertools.product(*grid.values()))
+    return [p for p in points if not violated_rules(space, p)]
+
+
+def exhaustive(space: Space, table: dict[str, Record], workers: int, prompts: int) -> list[str]:
+    """Measure every distinct launch of the space (replicate a); returns the launch keys."""
+    keyed: dict[str, dict[str, Any]] = {}
+    for point in all_points(space):
+        keyed.setdefault(launch_key(space, point), point)
+    todo = [(k, p, "a") for k, p in keyed.items() if f"a|{k}" not in table]
+    if todo:
+        print(f"measuring {len(todo)} launches (exhaustive sweep)...", file=sys.stderr)
+        start = time.perf_counter()
+        with multiprocessing.Pool(workers, _init_worker, (prompts, {})) as pool:
+            for i, (name, rec) in enumerate(pool.imap_unordered(_measure_job, todo, 8), 1):
+                table[name] = rec
+                if i % 200 == 0:
+                    took = time.perf_counter() - start
+                    print(f"  {i}/{len(todo)} ({took:.0f} s)", file=sys.stderr)
+    return list(keyed)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--budget", type=int, default=100, help="Launches per method and seed.")
+    ap.add_argument("--methods", default="tune,random,grid", help=f"tune, {', '.join(SAMPLERS)}")
+    ap.add_argument("--prompts", type=int, default=40, help="Measured requests per tier.")
+    ap.add_argument("--tolerance", type=float, default=0.03)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = bench_space(args.prompts)
+    objective = get_objective(space.study.objective or "")
+    path = cache_path(space)
+    table: dict[str, Record] = json.loads(path.read_text()) if path.exists() else {}
+    keys = exhaustive(space, table, args.workers, args.prompts)
+    save(path, table)
+    truth = truths(table, keys, space)
+    methods = args.methods.split(",")
+    jobs = [(m, seed, args.budget) for m in methods for seed in range(args.seeds)]
+    runs: dict[str, list[list[tuple[str, Record]]]] = {m: [] for m in methods}
+    start = time.perf_counter()
+    with multiprocessing.Pool(args.workers, _init_worker, (args.prompts, table)) as pool:
+        for i, (method, seed, launches, new) in enumerate(pool.imap_unordered(_search, jobs), 1):
+            runs[method].append(launches)
+            table.update(new)
+            took = time.perf_counter() - start
+            print(f"  {i}/{len(jobs)} searches ({method} {seed}, {took:.0f} s)", file=sys.stderr)
+    save(path, table)
+    print(header(space, keys, truth, objective.name, args, time.perf_counter() - start))
+    print(results_table(space, runs, truth, args, objective.direction == "maximize"))
+    return 0
+
+
+def save(path: Path, table: dict[str, Record]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(table))
+
+
+def header(
+    space: Space,
+    keys: Sequence[str],
+    truth: list[dict[str, float]],
+    name: str,
+    args: argparse.Namespace,
+    search_s: float,
+) -> str:
+    grid = grid_values(space)
+    size = math.prod(len(v) for v in grid.values())
+    lines = [
+        f"space: minimax_h200 discretised to {size} points, {len(all_points(space))} obeying "
+        f"the rules, {len(keys)} distinct launches ({sum(k.startswith('refused') for k in keys)} "
+        f"refused at start-up); {args.prompts} prompts per tier on the simulated h200x4 engine",
+        f"objective {name}; {args.seeds} seeds x budget {args.budget} launches per method; "
+        f"searches took {search_s:.0f} s",
+        "",
+        "true best per tier (exhaustive, one engine seed), configs within "
+        f"{args.tolerance:.0%} of it:",
+    ]
+    for tier, values in zip(space.workload.tiers, truth, strict=True):
+        best = min(values.values()) if values else math.nan
+        close = sum(within(v, best, args.tolerance, False) for v in values.values())
+        lines.append(f"  c{tier:<3} {best:8.1f}   {close:4d} of {len(values)} feasible launches")
+    return "\n".join(lines)
+
+
+def results_table(
+    space: Space,
+    runs: dict[str, list[list[tuple[str, Record]]]],
+    truth: list[dict[str, float]],
+    args: argparse.Namespace,
+    maximize: bool,
+) -> str:
+    methods = list(runs)
+    out = [
+        "",
+        f"median launches to come within {args.tolerance:.0%} of each tier's best "
+        f"(>{args.budget}: not reached by half the seeds)",
+        f"{'tier':>6}" + "".join(f"{m:>10}" for m in methods) + f"{'random/tune':>13}",
+    ]
+    rows: list[tuple[str, list[list[int | None]]]] = []
+    for i, tier in enumerate(space.workload.tiers):
+        rows.append(
+            (
+                f"c{tier}",
+                [
+                    [trials_to_reach(lr, truth[i], i, args.tolerance, maximize) for lr in runs[m]]
+                    for m in methods
+                ],
+            )
+        )
+    every = [
+        [_worst(c) for c in zip(*(cells[j] for _, cells in rows), strict=True)]
+        for j in range(len(methods))
+    ]
+    rows.append(("all", every))
+    for label, cells in rows:
+        meds = [median_cell(c, args.budget) for c in cells]
+        line = f"{label:>6}" + "".join(f"{text:>10}" for _, text in meds)
+        if "tune" in methods and "random" in methods:
+            t, r = meds[methods.index("tune")][0], meds[methods.index("random")][0]
+            line += f"{ratio(r, t, args.budget):>13}"
+        out.append(line)
+    return "\n".join(out)
+
+
+def ratio(random: float, tune: float, budget: int) -> str:
+    """How many times fewer launches tune needed than random search ('>' when censored)."""
+    if math.isinf(tune):
+        return "-"
+    return f"{random / tune:.1f}x" if math.isfinite(random) else f">{budget / tune:.1f}x"
+
+
+def _worst(counts: Sequence[int | None]) -> int | None:
+    return None if any(c is None for c in counts) else max(c for c in counts if c is not None)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
