@@ -195,7 +195,7 @@ def format_recommendations(recs: Sequence[TierRecommendation], objective: Object
     Values read ``mean ±std (n launches)``; the verdict says whether the gain beats the noise.
     """
     head = f"{'tier':>6}  {'trial':>5}  {objective.name + ' (' + objective.unit + ')':>22}  "
-    head += f"{'baseline':>18}  {'gain':>7}  {'verdict':<12}  {'median_tpot':>11}  {'out tok/s':>9}"
+    head += f"{'baseline':>18}  {'gain':>7}  {'verdict':<18}  {'median_tpot':>11}  {'out tok/s':>9}"
     lines = [head, "-" * len(head)]
     lines += [_row(r) for r in recs]
     lines.append("")
@@ -227,6 +227,6 @@ def _row(r: TierRecommendation) -> str:
     base = _pooled_cell(r.baseline_value, r.baseline_spread, len(r.baseline_values))
     return (
         f"{'c' + str(r.concurrency):>6}  {trial:>5}  {best:>22}  {base:>18}  {gain:>7}  "
-        f"{r.verdict or '-':<12}  {_num(r.metrics.get('median_tpot_ms')):>11}  "
+        f"{r.verdict or '-':<18}  {_num(r.metrics.get('median_tpot_ms')):>11}  "
         f"{_num(r.metrics.get('output_throughput')):>9}"
     )
