@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import warnings
@@ -95,6 +96,20 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (main thread only) and delivered on leaving."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def study_tally(study: optuna.Study, default_budget: int) -> Tally:
     """The shared budget (a study attr), the trials that count toward it (launches, not rule
     breakers or repeats of a measured launch) and the RUNNING ones, read now."""
@@ -132,7 +147,7 @@ class WorkerLoop:
                     "repeated a measured launch; the space has little left to explore"
                 )
                 return self.tally()
-            tally, trial = self._claim()
+            tally, trial = self._claim_whole()
             if tally.done:
                 return tally
             if trial is None:
@@ -143,6 +158,19 @@ class WorkerLoop:
 
     def tally(self) -> Tally:
         return study_tally(self.study, self.j.ctx.trials)
+
+    def _claim_whole(self) -> tuple[Tally, optuna.Trial | None]:
+        """A claim that a Ctrl-C / SIGTERM cannot split: inside ``ask()`` it would leave a
+        RUNNING trial nobody holds, so the signals wait until the claim is done or undone."""
+        claimed: optuna.Trial | None = None
+        try:
+            with _signals_deferred():
+                tally, claimed = self._claim()
+        except KeyboardInterrupt:
+            if claimed is not None:
+                self._abandon(claimed, "interrupted (Ctrl-C or SIGTERM)")
+            raise
+        return tally, claimed
 
     def _claim(self) -> tuple[Tally, optuna.Trial | None]:
         with self.j.lock.held(), _quiet():

@@ -182,6 +182,9 @@ def test_a_killed_workers_trial_is_run_again_by_another(
     beats = ("--heartbeat", "1", "--grace", "3")
     victim = worker(*common, *beats, "--space", str(space), "--trials", "3", cwd=tmp_path)
     busy = wait_for(lambda: running(log))
+    trials = tmp_path / "results" / "small" / "trials"
+    staged = trials / f".{busy[0].number:04d}.partial"
+    wait_for(lambda: (staged / "engine.log").exists())  # the engine is starting: mid-trial
     survivor = worker(*common, *beats, cwd=tmp_path)
     victim.kill()
     victim.communicate(timeout=60)
@@ -194,7 +197,6 @@ def test_a_killed_workers_trial_is_run_again_by_another(
     again = [t for t in complete(study) if t.user_attrs.get("requeued_from") == lost.number]
     assert len(again) == 1 and again[0].params == lost.params
     assert again[0].user_attrs["requeue_reason"] == "worker lost (no heartbeat)"
-    trials = tmp_path / "results" / "small" / "trials"  # the kill left no half-written folder
-    assert not (trials / f"{lost.number:04d}").exists()
-    assert (trials / f".{lost.number:04d}.partial").is_dir()
+    assert not (trials / f"{lost.number:04d}").exists()  # no half-written folder passes as whole
+    assert staged.is_dir()
     assert (trials / f"{again[0].number:04d}" / "engine.json").exists()
