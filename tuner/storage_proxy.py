@@ -251,6 +251,8 @@ class ResilientStorage(BaseStorage, BaseHeartbeat):
             return []  # heartbeats could not be written during the outage: wait one grace
         hb = self.heartbeat
         stale = list(self._r("check heartbeats", lambda: hb._get_stale_trial_ids(study_id)))
+        if time.monotonic() - self.retry.last_outage < self.grace_s:
+            return []  # the check itself waited out an outage: the same holds from now on
         return stale + [i for i in self._never_beaten(study_id) if i not in stale]
 
     def _never_beaten(self, study_id: int) -> list[int]:

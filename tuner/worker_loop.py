@@ -210,6 +210,14 @@ class WorkerLoop:
             raise
         except InfraError:
             pass  # TrialLoop recorded why; record() below queues the config again
+        except UpdateFinishedTrialError:
+            # Another worker failed this trial as stale (its heartbeats stopped reaching the
+            # database, e.g. during an outage) and queued its config again: drop this run.
+            self.loop.report(
+                f"trial {trial.number}: taken over by another worker after its heartbeat was "
+                "lost; this run's result is discarded"
+            )
+            return
         except Exception as err:  # a bug, not a measurement: FAIL the trial, then stop
             with suppress(UpdateFinishedTrialError):
                 trial.set_user_attr("failure", f"error in tune: {type(err).__name__}: {err}")
