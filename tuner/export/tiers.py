@@ -67,7 +67,7 @@ def build_tiers(
 ) -> list[Tier]:
     by_origin = _confirmations(trials)
     originals = [t for t in trials if _is_original(t)]
-    recs = recommend(originals, objective, tiers)
+    recs = recommend(trials, objective, tiers)  # it pools confirmations itself
     base = baseline_trial(originals)
     out = []
     for tier, rec in zip(tiers, recs, strict=True):

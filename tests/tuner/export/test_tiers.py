@@ -145,3 +145,32 @@ def test_confirmations_pool_into_their_trial(hand_results: Path) -> None:
     assert point.metrics["p99_tpot_ms"] == pytest.approx(rec.metrics["p99_tpot_ms"] * 1.05)
     assert point.spread == pytest.approx(0.1 / 1.05)
     assert len(tier.points) == len(before.points)  # a confirmation is not a point of its own
+
+
+def test_export_picks_what_tune_show_picks_after_confirmations(hand_results: Path) -> None:
+    from objectives.objective import get_objective
+    from tuner.recommend import recommend
+
+    url = f"sqlite:///{hand_results / 'hand' / 'study.db'}"
+    study = optuna.load_study(study_name="hand", storage=url)
+    first = _export(hand_results).tiers[0].tier.recommended
+    assert first is not None
+    original = study.trials[first.trial]
+    # A re-measurement far worse than the first launch: pooled, this config no longer leads.
+    tiers = {
+        k: {**m, "p99_tpot_ms": m["p99_tpot_ms"] * 3.0}
+        for k, m in original.user_attrs["tiers"].items()
+    }
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=original.params, distributions=original.distributions,
+            values=original.values,
+            user_attrs={**original.user_attrs, "tiers": tiers, "confirm_of": first.trial},
+        )
+    )  # fmt: skip
+    objective = get_objective(study.user_attrs["objective"])
+    shown = recommend(study.get_trials(), objective, TIERS)
+    export = _export(hand_results)
+    for t, rec in zip(export.tiers, shown, strict=True):
+        assert t.tier.recommended is not None and t.tier.recommended.trial == rec.trial
+    assert shown[0].trial != first.trial
