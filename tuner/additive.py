@@ -1,0 +1,247 @@
+"""Per-tier Bayesian search on a linear surrogate: the next launch, one tier at a time.
+
+A study has one objective per concurrency tier; trial ``n`` looks for the best config of tier
+``n mod tiers`` (every launch still measures, and teaches, every tier). For that tier it fits
+``tuner.surrogate.BayesLinear`` to the log of every feasible trial's values at *all* tiers,
+with effects shared by the tiers plus effects of the target tier alone: a kernel that is 10%
+faster is 10% faster at every tier, while the best token budget depends on the tier. A second
+model, on every finished trial, learns which configs are refused, crash or miss an SLO, and
+candidates it expects to fail are not proposed.
+
+Proposals alternate at random between two moves:
+- a Thompson draw from the posterior, among candidates at most ``RADIUS`` knobs from the best
+  configs of the tier so far (a trust region: the model ranks well near what it has seen);
+- the optimistic guess anywhere in the space (posterior mean minus ``OPTIMISM`` sd), which
+  combines knob values measured good separately and tries values never measured.
+
+Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
+plus the one-knob neighbours of the best configs; configs already measured or running are not
+proposed again, and configs the space's rules forbid not at all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.samplers import RandomSampler
+from optuna.search_space import IntersectionSearchSpace
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.surrogate import BayesLinear, Encoder, enumerate_points, product_size
+
+Allowed = Callable[[dict[str, Any]], bool]
+MAX_ENUMERATED = 20_000
+RANDOM_CANDIDATES = 3_000
+NUMERIC_GRID = 9  # values per int/float knob on a wide range
+# Infeasibility as a 0/1 target: prior mean 0.5 (unknown), one knob value alone can move it
+# by about +-0.3 (prior sd of a main weight), pairs much less, label noise sd 0.3.
+RISK_PRIOR = (0.5, 0.1, 0.005, 0.1)
+RISK_LIMIT = 0.3  # predicted failure (0..1) above which a candidate is not proposed
+GREEDY_SHARE = 0.5  # proposals that take the optimistic guess anywhere in the space
+OPTIMISM = 1.0  # posterior sd subtracted from the predicted value in those proposals
+TOP_K = 3  # the trust region surrounds the best few configs of the tier
+RADIUS = 2  # ... up to this many changed knobs
+
+
+class AdditiveSampler(optuna.samplers.BaseSampler):
+    """Per-tier Thompson / optimistic sampler; see the module docstring."""
+
+    def __init__(self, seed: int | None = None, allowed: Allowed | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.allowed = allowed or (lambda point: True)
+        self.fallback = RandomSampler(seed=seed)
+        self.space = IntersectionSearchSpace()
+        self._fits: dict[int, tuple[int, tuple[list[float], float]]] = {}
+
+    def reseed_rng(self) -> None:
+        self.rng = np.random.default_rng()
+        self.fallback.reseed_rng()
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return self.space.calculate(study)
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        return self.fallback.sample_independent(study, trial, param_name, param_distribution)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        done = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if search_space.keys() <= t.params.keys() and self.allowed(t.params)
+        ]
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        taken = {_key(t.params, search_space) for t in [*done, *running] if t.params}
+        values = {name: knob_values(d, done, name) for name, d in search_space.items()}
+        pool = [
+            p
+            for p in self._candidates(values, done)
+            if _key(p, search_space) not in taken and self.allowed(p)
+        ]
+        if not pool:
+            return {}  # everything measured: the random fallback samples each knob
+        if not done:
+            return pool[int(self.rng.integers(len(pool)))]
+        data = Observed(done, study.directions, trial.number % len(study.directions))
+        greedy = bool(self.rng.random() < GREEDY_SHARE)
+        if not greedy:
+            pool = near_best(pool, data.best(TOP_K), search_space)
+        return pool[self._pick(Encoder(search_space), data, pool, greedy)]
+
+    def _pick(self, enc: Encoder, data: Observed, pool: list[dict[str, Any]], greedy: bool) -> int:
+        """Index of the candidate to launch: the best score among those not expected to fail."""
+        main, pairs = enc.features([t.params for t in data.trials])
+        cand = enc.features(pool)
+        risk = np.zeros(len(pool))
+        if not data.ok.all():  # a second model learns which configs fail
+            fixed = None if data.ok.any() else RISK_PRIOR  # one class only: no scale to fit
+            bad = BayesLinear([main, pairs], (~data.ok).astype(float), fixed=fixed)
+            risk = bad.predict(list(cand), bad.mean)
+            if data.ok.sum() < 2:  # nothing to rank by yet: a draw of where configs work
+                return int(np.argmin(bad.predict(list(cand), bad.draw(self.rng))))
+        if data.ok.sum() < 2:
+            return int(self.rng.integers(len(pool)))
+        model = BayesLinear(*data.design(main[data.ok], pairs[data.ok]), hyper=self._hyper(data))
+        self._fits[data.tier] = (int(data.ok.sum()), model.hyper)
+        blocks = [*cand, *cand] if len(data.directions) > 1 else list(cand)
+        if greedy:  # optimism in the face of uncertainty: values never tried get their turn
+            score = model.predict(blocks, model.mean) - OPTIMISM * model.sd(blocks)
+        else:
+            score = model.predict(blocks, model.draw(self.rng))
+        safe = risk < RISK_LIMIT
+        return int(np.argmin(np.where(safe, score, np.inf) if safe.any() else risk))
+
+    def _hyper(self, data: Observed) -> tuple[list[float], float] | None:
+        """The tier's last prior scales and noise, until a quarter more data (at least 3 trials)
+        call for choosing them again: the choice costs far more than the fit."""
+        n, hyper = self._fits.get(data.tier, (0, None))
+        return hyper if data.ok.sum() < n + max(3, n // 4) else None
+
+    def _candidates(
+        self, values: dict[str, list[Any]], done: Sequence[FrozenTrial]
+    ) -> list[dict[str, Any]]:
+        if product_size(values) <= MAX_ENUMERATED:
+            return enumerate_points(values)
+        out = [
+            {n: v[int(self.rng.integers(len(v)))] for n, v in values.items()}
+            for _ in range(RANDOM_CANDIDATES)
+        ]
+        for best in done:
+            out += neighbours({n: best.params[n] for n in values}, values)
+        return out
+
+
+class Observed:
+    """The finished trials as the models see them, for one target tier."""
+
+    def __init__(
+        self, trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection], tier: int
+    ) -> None:
+        self.trials, self.directions, self.tier = list(trials), list(directions), tier
+        self.ok = np.array([_feasible(t) and all(map(_finite, t.values)) for t in self.trials])
+        good = [t.values for t, ok in zip(self.trials, self.ok, strict=True) if ok]
+        cols = np.array(good, dtype=float).reshape(len(good), len(self.directions)).T
+        self.y = np.array(
+            [objective_targets(c, d) for c, d in zip(cols, self.directions, strict=True)]
+        ).T
+
+    def best(self, k: int) -> list[FrozenTrial]:
+        """The ``k`` best feasible trials at the target tier."""
+        good = [t for t, ok in zip(self.trials, self.ok, strict=True) if ok]
+        return [good[i] for i in np.argsort(self.y[:, self.tier])[:k]] if good else []
+
+    def design(self, main: np.ndarray, pairs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """Feature blocks and targets: one row per (feasible trial, tier), each tier's targets
+        centred; the target tier's rows also fill its own copy of the blocks."""
+        if len(self.directions) == 1:
+            return [main, pairs], self.y[:, 0]
+        n, tiers = self.y.shape
+        centred = self.y - self.y.mean(axis=0)
+        mine = np.repeat(np.arange(tiers) == self.tier, n)[:, None]
+        rows_main, rows_pairs = np.tile(main, (tiers, 1)), np.tile(pairs, (tiers, 1))
+        blocks = [rows_main, rows_pairs, rows_main * mine, rows_pairs * mine]
+        return blocks, centred.T.reshape(-1)
+
+
+def objective_targets(
+    values: Sequence[float] | np.ndarray, direction: StudyDirection
+) -> np.ndarray:
+    """What the objective model fits, lower is better: the log of the value when all values
+    are positive (step-time factors multiply), sign-flipped when maximising."""
+    y = np.asarray(values, dtype=float)
+    if np.all(y > 0):
+        y = np.log(y)
+    return y if direction == StudyDirection.MINIMIZE else -y
+
+
+def knob_values(dist: BaseDistribution, done: Sequence[FrozenTrial], name: str) -> list[Any]:
+    """The values a knob's candidates take: every choice, every int of a short range, or a
+    (log) grid over a wide one plus the values already tried."""
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices)
+    d: Any = dist
+    step = d.step or (1 if isinstance(d.low, int) and isinstance(d.high, int) else None)
+    if step is not None and not d.log and (d.high - d.low) / step < 16:
+        return list(np.arange(d.low, d.high + step / 2, step).astype(type(d.low)).tolist())
+    grid = np.geomspace(d.low, d.high, NUMERIC_GRID) if d.log else np.linspace(d.low, d.high, 9)
+    values = {_snap(float(x), d) for x in grid} | {t.params[name] for t in done if name in t.params}
+    return sorted(values)
+
+
+def _snap(x: float, d: Any) -> Any:
+    if d.step is not None:
+        x = d.low + round((x - d.low) / d.step) * d.step
+    x = min(max(x, d.low), d.high)
+    return round(x) if isinstance(d.low, int) else x
+
+
+def near_best(
+    pool: list[dict[str, Any]], best: Sequence[FrozenTrial], space: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The candidates at most ``RADIUS`` knobs away from one of the ``best`` configs (all of
+    them when none are): the model ranks well near what it has seen, poorly far from it."""
+    if not best:
+        return pool
+    names = list(space)
+    cand = np.array([[repr(p[n]) for n in names] for p in pool])
+    tops = np.array([[repr(t.params[n]) for n in names] for t in best])
+    dist = (cand[:, None, :] != tops[None, :, :]).sum(-1).min(1)
+    for radius in range(RADIUS, len(names) + 1):
+        near = [p for p, d in zip(pool, dist, strict=True) if d <= radius]
+        if near:
+            return near
+    return pool
+
+
+def neighbours(point: dict[str, Any], values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every config one knob away from ``point``."""
+    return [{**point, n: v} for n, vs in values.items() for v in vs if v != point[n]]
+
+
+def _feasible(t: FrozenTrial) -> bool:
+    return all(v <= 0 for v in t.constraints.values())
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _key(params: Mapping[str, Any], space: Mapping[str, BaseDistribution]) -> tuple[Any, ...]:
+    return tuple(repr(params.get(n)) for n in space)

@@ -1,0 +1,198 @@
+"""A Bayesian linear model of one tier's objective over engine configs, with pairwise terms.
+
+Why this shape: an engine step's time is close to a product of per-knob factors (attention
+kernels, MoE kernels, GEMM placement, speculative tokens) times scheduler effects that depend
+on a few knobs together (token budget, prefill cap, max-num-seqs), so the *log* of a latency
+or a throughput is close to a sum of one term per knob value plus a few pairwise terms. A
+linear model over one-hot (and ordinal) features of each knob plus the products of features of
+two different knobs, with a Gaussian prior that shrinks the pairwise weights harder than the
+main ones, learns that shape from a dozen launches. The prior scales and the noise are chosen
+per fit by the marginal likelihood over a small grid, so the model is as smooth as the data
+allow. Posterior draws of the weights drive Thompson sampling in ``tuner.additive``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+
+# Prior variances per feature block (main, pairwise; then the same two blocks again for the
+# target tier alone, scaled by rho) and the noise variance, for standardised targets.
+# Pairwise variances are per product feature; there are many of them, so they stay small.
+_GRID = [
+    (a, b, rho, s)
+    for a in (0.1, 0.5, 2.0)
+    for b in (0.0, 0.005, 0.03)
+    for rho in (0.1, 0.5)
+    for s in (0.003, 0.03, 0.2)
+]
+
+
+def _variances(hyper: Sequence[float], blocks: int) -> list[float]:
+    a, b, rho = hyper[:3]
+    return [a, b, rho * a, rho * b][:blocks]
+
+
+class Encoder:
+    """Feature rows for parameter dicts over a fixed, flat search space (names sorted)."""
+
+    def __init__(self, space: Mapping[str, BaseDistribution]) -> None:
+        self.space = dict(sorted(space.items()))
+        self.widths = [len(self._param(name, d, None)) for name, d in self.space.items()]
+        owner = np.repeat(np.arange(len(self.widths)), self.widths)
+        i, j = np.triu_indices(len(owner), k=1)
+        keep = owner[i] != owner[j]  # no products of two features of the same knob
+        self.pairs = (i[keep], j[keep])
+
+    @property
+    def n_main(self) -> int:
+        return sum(self.widths)
+
+    def main(self, points: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        rows = [
+            np.concatenate([self._param(n, d, p[n]) for n, d in self.space.items()]) for p in points
+        ]
+        return np.array(rows, dtype=float).reshape(len(points), self.n_main)
+
+    def features(self, points: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+        """Main-effect columns and pairwise-product columns of ``points``."""
+        m = self.main(points)
+        return m, m[:, self.pairs[0]] * m[:, self.pairs[1]]
+
+    def _param(self, name: str, dist: BaseDistribution, value: Any) -> np.ndarray:
+        if isinstance(dist, CategoricalDistribution):
+            return _categorical(dist, value)
+        return _numeric(dist, value)
+
+
+def _categorical(dist: CategoricalDistribution, value: Any) -> np.ndarray:
+    """One-hot of the choice, plus its rank among the choices when they are all numbers
+    (so 32768 sits between 8192 and 131072 and one launch teaches its neighbours)."""
+    k = len(dist.choices)
+    onehot = np.zeros(k)
+    if value is not None:
+        onehot[int(dist.to_internal_repr(value))] = 1.0
+    if not _numeric_choices(dist.choices):
+        return onehot
+    ranks = sorted({float(c) for c in dist.choices})  # type: ignore[arg-type]
+    rank = ranks.index(float(value)) / max(len(ranks) - 1, 1) if value is not None else 0.0
+    return np.append(onehot, rank)
+
+
+def _numeric_choices(choices: Sequence[Any]) -> bool:
+    return all(isinstance(c, int | float) and not isinstance(c, bool) for c in choices)
+
+
+def _numeric(dist: Any, value: Any) -> np.ndarray:
+    """Position u in [0, 1] (log scale when the distribution is), u squared, and whether the
+    value is the low end (0 often means "off", which is not just a small value)."""
+    if value is None:
+        return np.zeros(3)
+    low, high = float(dist.low), float(dist.high)
+    if getattr(dist, "log", False):
+        low, high, x = math.log(low), math.log(high), math.log(float(value))
+    else:
+        x = float(value)
+    u = (x - low) / (high - low) if high > low else 0.0
+    return np.array([u, u * u, float(value == dist.low)])
+
+
+class BayesLinear:
+    """Posterior of a linear model on standardised targets; see the module docstring.
+
+    ``blocks`` are column blocks of one design matrix: main effects and pairwise products,
+    optionally followed by the same two blocks again, filled only on rows of the target tier
+    (so the other tiers' measurements teach what the tiers share, and the target's own
+    measurements what sets it apart).
+    """
+
+    def __init__(
+        self,
+        blocks: Sequence[np.ndarray],
+        y: np.ndarray,
+        fixed: tuple[float, ...] | None = None,
+        hyper: tuple[list[float], float] | None = None,
+    ) -> None:
+        """Fit to ``y``; ``fixed`` = (prior mean, main, pairwise, noise variance) skips the
+        standardisation and the evidence grid (for 0/1 labels, where both mislead)."""
+        if fixed is None:
+            self.mu_y, self.sd_y = float(y.mean()), float(y.std()) or 1.0
+            z = (y - self.mu_y) / self.sd_y
+            variances, self.noise = hyper or _best_hyper(blocks, z)
+            self.hyper = (variances, self.noise)
+        else:
+            self.mu_y, self.sd_y = fixed[0], 1.0
+            z = y - self.mu_y
+            variances, self.noise = list(fixed[1:-1]), fixed[-1]
+        prior = np.concatenate(
+            [np.full(b.shape[1], v) for b, v in zip(blocks, variances, strict=True)]
+        )
+        self.cols = prior > 0  # a zero prior variance drops the column
+        self.phi, self.prior = np.hstack(blocks)[:, self.cols], prior[self.cols]
+        precision = self.phi.T @ self.phi / self.noise + np.diag(1.0 / self.prior)
+        self.chol = np.linalg.cholesky(precision)
+        self.mean = _cho_solve(self.chol, self.phi.T @ z / self.noise)
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One weight vector from the posterior."""
+        e = rng.standard_normal(self.mean.size)
+        return self.mean + np.linalg.solve(self.chol.T, e)
+
+    def sd(self, blocks: Sequence[np.ndarray]) -> np.ndarray:
+        """Posterior standard deviation (original scale) at the given feature rows, computed
+        in the dual (n x n) form because there are far fewer trials than features."""
+        phi = np.hstack(blocks)[:, self.cols]
+        gram = (self.phi * self.prior) @ self.phi.T + self.noise * np.eye(len(self.phi))
+        k = (phi * self.prior) @ self.phi.T
+        half = np.linalg.solve(np.linalg.cholesky(gram), k.T)
+        var = (phi * phi) @ self.prior - (half * half).sum(0)
+        return self.sd_y * np.sqrt(np.clip(var, 0.0, None))
+
+    def predict(self, blocks: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
+        """Targets (original scale) at the given feature rows under ``weights``."""
+        return self.mu_y + self.sd_y * (np.hstack(blocks)[:, self.cols] @ weights)
+
+
+def _best_hyper(blocks: Sequence[np.ndarray], z: np.ndarray) -> tuple[list[float], float]:
+    """The prior variances and noise with the highest log marginal likelihood of ``z``."""
+    options = {(*_variances(h, len(blocks)), h[-1]) for h in _GRID}
+    scored = [(_evidence(blocks, z, list(o[:-1]), o[-1]), o) for o in sorted(options)]
+    best = max(scored, key=lambda pair: pair[0])[1]
+    return list(best[:-1]), best[-1]
+
+
+def _evidence(
+    blocks: Sequence[np.ndarray], z: np.ndarray, variances: list[float], s: float
+) -> float:
+    """log N(z | 0, Phi Lambda Phi' + s I) up to a constant, in whichever of the dual (rows)
+    or primal (columns) forms is smaller."""
+    prior = np.concatenate([np.full(b.shape[1], v) for b, v in zip(blocks, variances, strict=True)])
+    phi = np.hstack(blocks)[:, prior > 0]
+    prior = prior[prior > 0]
+    n, p = phi.shape
+    if n <= p:
+        chol = np.linalg.cholesky((phi * prior) @ phi.T + s * np.eye(n))
+        return float(-0.5 * z @ _cho_solve(chol, z) - np.log(np.diag(chol)).sum())
+    chol = np.linalg.cholesky(np.diag(1.0 / prior) + phi.T @ phi / s)
+    proj = phi.T @ z / s
+    quad = (z @ z / s) - proj @ _cho_solve(chol, proj)
+    logdet = 2 * np.log(np.diag(chol)).sum() + np.log(prior).sum() + n * math.log(s)
+    return float(-0.5 * quad - 0.5 * logdet)
+
+
+def _cho_solve(chol: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    return np.linalg.solve(chol.T, np.linalg.solve(chol, rhs))
+
+
+def product_size(values: Mapping[str, Sequence[Any]]) -> int:
+    return math.prod(len(v) for v in values.values())
+
+
+def enumerate_points(values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    names = list(values)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values.values())]
