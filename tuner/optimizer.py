@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import optuna
 
+from tuner.additive import AdditiveSampler
 from tuner.errors import StudyError
 from tuner.grid import GridWalkSampler
 from tuner.sampling import violated_rules
@@ -42,6 +43,12 @@ def _tpe_tiers(space: Space) -> optuna.samplers.BaseSampler:
         multivariate=True, seed=space.study.seed, n_startup_trials=STARTUP_TRIALS
     )
     return TierTurnSampler(inner)
+
+
+def _additive(space: Space) -> optuna.samplers.BaseSampler:
+    return AdditiveSampler(
+        seed=space.study.seed, allowed=lambda point: not violated_rules(space, point)
+    )
 
 
 def _gp(space: Space) -> optuna.samplers.BaseSampler:
@@ -92,12 +99,13 @@ def grid_values(space: Space) -> dict[str, list[Scalar]]:
 SAMPLERS: dict[str, SamplerFactory] = {
     "tpe": _tpe,
     "tpe-tiers": _tpe_tiers,
+    "additive": _additive,
     "gp": _gp,
     "nsga2": _nsga2,
     "random": _random,
     "grid": _grid,
 }
-DEFAULT_SAMPLER = "tpe-tiers"
+DEFAULT_SAMPLER = "additive"
 
 
 def check_sampler(name: str) -> str:

@@ -35,7 +35,7 @@ def load(tmp_path: Path) -> optuna.Study:
 
 
 def test_unknown_sampler_lists_the_valid_ones(space_file: Path, tmp_path: Path) -> None:
-    valid = "unknown sampler 'cmaes'; valid samplers: tpe, tpe-tiers, gp"
+    valid = "unknown sampler 'cmaes'; valid samplers: tpe, tpe-tiers, additive, gp"
     with pytest.raises(StudyError, match=valid):
         run_study(options(space_file, tmp_path, sampler="cmaes"), report=lambda _: None)
     assert not (tmp_path / "results").exists()

@@ -71,7 +71,8 @@ def test_rule_violation_costs_no_launch(space_file: Path, tmp_path: Path, small_
     small_space["rules"] = ["max_num_seqs <= 16"]
     small_space["parameters"]["max_num_seqs"]["default"] = 16
     write_yaml(space_file, small_space)
-    run_study(options(space_file, tmp_path, trials=8), report=lambda _: None)
+    # Random search proposes rule breakers (the default sampler does not: see below).
+    run_study(options(space_file, tmp_path, trials=8, sampler="random"), report=lambda _: None)
     study = load(tmp_path)
     broken = [t for t in study.trials if t.params["max_num_seqs"] == 64]
     assert broken, "the sampler should have tried max_num_seqs=64 in 8 trials"
@@ -80,6 +81,16 @@ def test_rule_violation_costs_no_launch(space_file: Path, tmp_path: Path, small_
         assert "breaks rule" in t.user_attrs["failure"]
         assert t.constraints["rules"] > 0
         assert not (tmp_path / "results" / "small" / "trials" / f"{t.number:04d}").exists()
+
+
+def test_default_sampler_proposes_no_rule_breaker(
+    space_file: Path, tmp_path: Path, small_space
+) -> None:
+    small_space["rules"] = ["max_num_seqs <= 16"]
+    small_space["parameters"]["max_num_seqs"]["default"] = 16
+    write_yaml(space_file, small_space)
+    run_study(options(space_file, tmp_path, trials=6), report=lambda _: None)
+    assert all(t.params["max_num_seqs"] <= 16 for t in load(tmp_path).trials)
 
 
 def test_refused_config_is_infeasible_not_failed(
