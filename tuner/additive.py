@@ -15,7 +15,7 @@ Proposals alternate at random between two moves:
   combines knob values measured good separately and tries values never measured.
 
 Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
-plus the one-knob neighbours of the best configs; configs already measured or running are not
+plus the one-knob neighbours of every measured config; configs already measured or running are not
 proposed again, and configs the space's rules forbid not at all.
 """
 
@@ -113,14 +113,14 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         if not data.ok.all():  # a second model learns which configs fail
             fixed = None if data.ok.any() else RISK_PRIOR  # one class only: no scale to fit
             bad = BayesLinear([main, pairs], (~data.ok).astype(float), fixed=fixed)
-            risk = bad.predict(list(cand), bad.mean)
+            risk = bad.predict(cand, bad.mean)
             if data.ok.sum() < 2:  # nothing to rank by yet: a draw of where configs work
-                return int(np.argmin(bad.predict(list(cand), bad.draw(self.rng))))
+                return int(np.argmin(bad.predict(cand, bad.draw(self.rng))))
         if data.ok.sum() < 2:
             return int(self.rng.integers(len(pool)))
         model = BayesLinear(*data.design(main[data.ok], pairs[data.ok]), hyper=self._hyper(data))
         self._fits[data.tier] = (int(data.ok.sum()), model.hyper)
-        blocks = [*cand, *cand] if len(data.directions) > 1 else list(cand)
+        blocks = [*cand, *cand] if len(data.directions) > 1 else cand
         if greedy:  # optimism in the face of uncertainty: values never tried get their turn
             score = model.predict(blocks, model.mean) - OPTIMISM * model.sd(blocks)
         else:
@@ -200,7 +200,11 @@ def knob_values(dist: BaseDistribution, done: Sequence[FrozenTrial], name: str) 
     step = d.step or (1 if isinstance(d.low, int) and isinstance(d.high, int) else None)
     if step is not None and not d.log and (d.high - d.low) / step < 16:
         return list(np.arange(d.low, d.high + step / 2, step).astype(type(d.low)).tolist())
-    grid = np.geomspace(d.low, d.high, NUMERIC_GRID) if d.log else np.linspace(d.low, d.high, 9)
+    grid = (
+        np.geomspace(d.low, d.high, NUMERIC_GRID)
+        if d.log
+        else np.linspace(d.low, d.high, NUMERIC_GRID)
+    )
     values = {_snap(float(x), d) for x in grid} | {t.params[name] for t in done if name in t.params}
     return sorted(values)
 

@@ -59,10 +59,10 @@ class Encoder:
         ]
         return np.array(rows, dtype=float).reshape(len(points), self.n_main)
 
-    def features(self, points: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-        """Main-effect columns and pairwise-product columns of ``points``."""
+    def features(self, points: Sequence[Mapping[str, Any]]) -> list[np.ndarray]:
+        """The two feature blocks of ``points``: main-effect columns, pairwise products."""
         m = self.main(points)
-        return m, m[:, self.pairs[0]] * m[:, self.pairs[1]]
+        return [m, m[:, self.pairs[0]] * m[:, self.pairs[1]]]
 
     def _param(self, name: str, dist: BaseDistribution, value: Any) -> np.ndarray:
         if isinstance(dist, CategoricalDistribution):
@@ -160,29 +160,48 @@ class BayesLinear:
 
 def _best_hyper(blocks: Sequence[np.ndarray], z: np.ndarray) -> tuple[list[float], float]:
     """The prior variances and noise with the highest log marginal likelihood of ``z``."""
+    evidence = _Evidence(blocks, z)
     options = {(*_variances(h, len(blocks)), h[-1]) for h in _GRID}
-    scored = [(_evidence(blocks, z, list(o[:-1]), o[-1]), o) for o in sorted(options)]
+    scored = [(evidence(list(o[:-1]), o[-1]), o) for o in sorted(options)]
     best = max(scored, key=lambda pair: pair[0])[1]
     return list(best[:-1]), best[-1]
 
 
-def _evidence(
-    blocks: Sequence[np.ndarray], z: np.ndarray, variances: list[float], s: float
-) -> float:
-    """log N(z | 0, Phi Lambda Phi' + s I) up to a constant, in whichever of the dual (rows)
-    or primal (columns) forms is smaller."""
-    prior = np.concatenate([np.full(b.shape[1], v) for b, v in zip(blocks, variances, strict=True)])
-    phi = np.hstack(blocks)[:, prior > 0]
-    prior = prior[prior > 0]
-    n, p = phi.shape
-    if n <= p:
-        chol = np.linalg.cholesky((phi * prior) @ phi.T + s * np.eye(n))
-        return float(-0.5 * z @ _cho_solve(chol, z) - np.log(np.diag(chol)).sum())
-    chol = np.linalg.cholesky(np.diag(1.0 / prior) + phi.T @ phi / s)
-    proj = phi.T @ z / s
-    quad = (z @ z / s) - proj @ _cho_solve(chol, proj)
-    logdet = 2 * np.log(np.diag(chol)).sum() + np.log(prior).sum() + n * math.log(s)
-    return float(-0.5 * quad - 0.5 * logdet)
+class _Evidence:
+    """log N(z | 0, Phi Lambda Phi' + s I) up to a constant, for any prior variance per block
+    and noise s, in whichever of the dual (rows) or primal (columns) forms is smaller. The
+    products that do not depend on the variances are computed once, on first need."""
+
+    def __init__(self, blocks: Sequence[np.ndarray], z: np.ndarray) -> None:
+        self.blocks, self.z = list(blocks), z
+        self.block_of = np.repeat(np.arange(len(self.blocks)), [b.shape[1] for b in self.blocks])
+        self._grams: list[np.ndarray] = []  # B B' per block (dual form)
+        self._cross: tuple[np.ndarray, np.ndarray] | None = None  # Phi'Phi, Phi'z (primal)
+
+    def __call__(self, variances: list[float], s: float) -> float:
+        prior = np.asarray(variances, dtype=float)[self.block_of]
+        keep = prior > 0  # a zero prior variance drops the column
+        n = self.z.size
+        if n <= int(keep.sum()):
+            return self._dual(variances, s)
+        if self._cross is None:
+            phi = np.hstack(self.blocks)
+            self._cross = (phi.T @ phi, phi.T @ self.z)
+        gram, proj = self._cross[0][np.ix_(keep, keep)] / s, self._cross[1][keep] / s
+        prior = prior[keep]
+        chol = np.linalg.cholesky(np.diag(1.0 / prior) + gram)
+        quad = (self.z @ self.z / s) - proj @ _cho_solve(chol, proj)
+        logdet = 2 * np.log(np.diag(chol)).sum() + np.log(prior).sum() + n * math.log(s)
+        return float(-0.5 * quad - 0.5 * logdet)
+
+    def _dual(self, variances: list[float], s: float) -> float:
+        if not self._grams:
+            self._grams = [b @ b.T for b in self.blocks]
+        cov = s * np.eye(self.z.size)
+        for v, gram in zip(variances, self._grams, strict=True):
+            cov = cov + v * gram if v > 0 else cov
+        chol = np.linalg.cholesky(cov)
+        return float(-0.5 * self.z @ _cho_solve(chol, self.z) - np.log(np.diag(chol)).sum())
 
 
 def _cho_solve(chol: np.ndarray, rhs: np.ndarray) -> np.ndarray:
