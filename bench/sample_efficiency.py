@@ -348,7 +348,17 @@ def results_table(
             t, r = meds[methods.index("tune")][0], meds[methods.index("random")][0]
             line += f"{ratio(r, t, args.budget):>13}"
         out.append(line)
+    out += ["", "first-to-third quartile across seeds (the spread behind each median)"]
+    for label, cells in rows:
+        out.append(f"{label:>6}" + "".join(f"{spread_cell(c, args.budget):>10}" for c in cells))
     return "\n".join(out)
+
+
+def spread_cell(counts: Sequence[int | None], budget: int) -> str:
+    """Nearest-rank quartiles of the launches the seeds needed ('>budget': never reached)."""
+    ranked = sorted(math.inf if c is None else c for c in counts)
+    quartiles = (ranked[round(q * (len(ranked) - 1))] for q in (0.25, 0.75))
+    return "..".join(f">{budget}" if math.isinf(v) else f"{v:g}" for v in quartiles)
 
 
 def ratio(random: float, tune: float, budget: int) -> str:

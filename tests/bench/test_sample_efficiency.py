@@ -1,0 +1,48 @@
+"""The sample-efficiency benchmark's scoring: when a search counts as having found a tier's
+best, and how the table reports medians and their spread."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "sample_efficiency.py"
+
+
+@pytest.fixture(scope="module")
+def se() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sample_efficiency", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sample_efficiency"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def rec(value: float, ok: bool = True) -> dict:
+    kind = "ok" if ok else "slo"
+    return {"values": [value], "kind": kind, "constraints": {"slo": 0.0 if ok else 1.0}}
+
+
+def test_reached_when_the_pick_is_truly_near_the_best(se: ModuleType) -> None:
+    truth = {"best": 10.0, "near": 10.2, "far": 12.0}
+    launches = [("far", rec(12.0)), ("bad", rec(1.0, ok=False)), ("near", rec(10.1))]
+    assert se.trials_to_reach(launches, truth, 0, 0.03, False) == 3
+
+
+def test_a_lucky_draw_of_a_worse_config_keeps_the_pick_wrong(se: ModuleType) -> None:
+    """The pick is the best *observed* value: noise that flatters a worse config hides a
+    better one measured later, and the search does not count as having found it."""
+    truth = {"best": 10.0, "far": 12.0}
+    launches = [("far", rec(9.5)), ("best", rec(10.0))]
+    assert se.trials_to_reach(launches, truth, 0, 0.03, False) is None
+
+
+def test_spread_shows_quartiles_and_censored_seeds(se: ModuleType) -> None:
+    assert se.spread_cell([3, 4, 6, 9, 12, 12, 13, 14, 14, 15], 100) == "6..14"
+    assert se.spread_cell([None, None, None, 5, 7, 8], 100) == "7..>100"
+    assert se.median_cell([None, None, 4], 50) == (float("inf"), ">50")
