@@ -348,9 +348,13 @@ def results_table(
             t, r = meds[methods.index("tune")][0], meds[methods.index("random")][0]
             line += f"{ratio(r, t, args.budget):>13}"
         out.append(line)
-    out += ["", "first-to-third quartile across seeds (the spread behind each median)"]
+    out += [
+        "",
+        "first to third quartile across seeds (the spread behind each median)",
+        f"{'tier':>6}" + "".join(f"{m:>12}" for m in methods),
+    ]
     for label, cells in rows:
-        out.append(f"{label:>6}" + "".join(f"{spread_cell(c, args.budget):>10}" for c in cells))
+        out.append(f"{label:>6}" + "".join(f"{spread_cell(c, args.budget):>12}" for c in cells))
     return "\n".join(out)
 
 
