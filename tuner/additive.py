@@ -4,9 +4,11 @@ A study has one objective per concurrency tier; trial ``n`` looks for the best c
 ``n mod tiers`` (every launch still measures, and teaches, every tier). For that tier it fits
 ``tuner.surrogate.BayesLinear`` to the log of every feasible trial's values at *all* tiers,
 with effects shared by the tiers plus effects of the target tier alone: a kernel that is 10%
-faster is 10% faster at every tier, while the best token budget depends on the tier. A second
-model, on every finished trial, learns which configs are refused, crash or miss an SLO, and
-candidates it expects to fail are not proposed.
+faster is 10% faster at every tier, while the best token budget depends on the tier. Two
+failure models, on every finished trial, learn which configs are refused, crash or miss an
+SLO: a noisy-OR over knob values and pairs (``tuner.failures``) and a linear model of the 0/1
+outcome; candidates both expect to fail are not proposed. Until two configs have worked, the
+launch is the one least likely to fail under a posterior draw of the noisy-OR model.
 
 Proposals alternate at random between two moves:
 - a Thompson draw from the posterior, among candidates at most ``RADIUS`` knobs from the best
@@ -33,15 +35,13 @@ from optuna.search_space import IntersectionSearchSpace
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.failures import FailureModel, Ingredients
 from tuner.surrogate import BayesLinear, Encoder, enumerate_points, product_size
 
 Allowed = Callable[[dict[str, Any]], bool]
 MAX_ENUMERATED = 20_000
 RANDOM_CANDIDATES = 3_000
 NUMERIC_GRID = 9  # values per int/float knob on a wide range
-# Infeasibility as a 0/1 target: prior mean 0.5 (unknown), one knob value alone can move it
-# by about +-0.3 (prior sd of a main weight), pairs much less, label noise sd 0.3.
-RISK_PRIOR = (0.5, 0.1, 0.005, 0.1)
 RISK_LIMIT = 0.3  # predicted failure (0..1) above which a candidate is not proposed
 GREEDY_SHARE = 0.5  # proposals that take the optimistic guess anywhere in the space
 OPTIMISM = 1.0  # posterior sd subtracted from the predicted value in those proposals
@@ -110,12 +110,10 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         main, pairs = enc.features([t.params for t in data.trials])
         cand = enc.features(pool)
         risk = np.zeros(len(pool))
-        if not data.ok.all():  # a second model learns which configs fail
-            fixed = None if data.ok.any() else RISK_PRIOR  # one class only: no scale to fit
-            bad = BayesLinear([main, pairs], (~data.ok).astype(float), fixed=fixed)
-            risk = bad.predict(cand, bad.mean)
+        if not data.ok.all():  # two failure models: see _risk
+            risk, cold = self._risk(enc, data, pool, main, pairs, cand)
             if data.ok.sum() < 2:  # nothing to rank by yet: a draw of where configs work
-                return int(np.argmin(bad.predict(cand, bad.draw(self.rng))))
+                return int(np.argmin(cold))
         if data.ok.sum() < 2:
             return int(self.rng.integers(len(pool)))
         model = BayesLinear(*data.design(main[data.ok], pairs[data.ok]), hyper=self._hyper(data))
@@ -127,6 +125,31 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
             score = model.predict(blocks, model.draw(self.rng))
         safe = risk < RISK_LIMIT
         return int(np.argmin(np.where(safe, score, np.inf) if safe.any() else risk))
+
+    def _risk(
+        self,
+        enc: Encoder,
+        data: Observed,
+        pool: list[dict[str, Any]],
+        main: np.ndarray,
+        pairs: np.ndarray,
+        cand: list[np.ndarray],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted failure of each candidate, and a posterior draw of it for the cold start.
+
+        The noisy-OR model (``tuner.failures``) blames a failure on its suspect ingredients,
+        so a value tried once next to a bad one stays in play; drawn rather than averaged, a
+        value blamed on thin evidence gets a second chance now and then. It cannot see that a
+        value fails only with some others unless the pair took the blame, and there the linear
+        model of the 0/1 outcome does better. A candidate is held back only when both expect
+        it to fail."""
+        ing = Ingredients(enc.space)
+        blame = FailureModel(ing, ing.ids([t.params for t in data.trials]), ~data.ok)
+        drawn = blame.risk(ing.ids(pool), blame.draw(self.rng))
+        if data.ok.sum() < 2:
+            return drawn, drawn
+        linear = BayesLinear([main, pairs], (~data.ok).astype(float))
+        return np.minimum(drawn, linear.predict(cand, linear.mean)), drawn
 
     def _hyper(self, data: Observed) -> tuple[list[float], float] | None:
         """The tier's last prior scales and noise, until a quarter more data (at least 3 trials)

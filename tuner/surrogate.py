@@ -93,13 +93,20 @@ def _numeric(dist: Any, value: Any) -> np.ndarray:
     value is the low end (0 often means "off", which is not just a small value)."""
     if value is None:
         return np.zeros(3)
+    u, low = position(dist, value)
+    return np.array([u, u * u, float(low)])
+
+
+def position(dist: Any, value: Any) -> tuple[float, bool]:
+    """Where a numeric value sits in its range, 0..1 (log scale when the distribution is),
+    and whether it is the low end."""
     low, high = float(dist.low), float(dist.high)
     if getattr(dist, "log", False):
         low, high, x = math.log(low), math.log(high), math.log(float(value))
     else:
         x = float(value)
     u = (x - low) / (high - low) if high > low else 0.0
-    return np.array([u, u * u, float(value == dist.low)])
+    return u, value == dist.low
 
 
 class BayesLinear:

@@ -139,3 +139,21 @@ def test_trust_region_keeps_candidates_near_the_best() -> None:
     near = near_best(pool, [best], {"a": 0, "b": 0, "c": 0})
     assert len(near) == 1 + 6 + 12  # itself, one knob changed, two changed
     assert near_best(pool, [], {"a": 0, "b": 0, "c": 0}) == pool
+
+
+def only_one_kernel_works(trial: optuna.Trial) -> list[float]:
+    """Every kernel but 'fast' misses the SLO, and so does budget 8192."""
+    kernel = trial.suggest_categorical("kernel", KERNELS)
+    budget = trial.suggest_categorical("budget", BUDGETS)
+    seqs = trial.suggest_categorical("seqs", [16, 64, 256])
+    trial.set_constraint("slo", 0.0 if kernel == "fast" and budget > 8192 else 1.0)
+    return [math.log2(budget) + seqs / 256, 20 - math.log2(budget)]
+
+
+def test_cold_start_finds_a_working_config_by_blaming_what_failed() -> None:
+    """Before anything works, each launch avoids the values already blamed for failures."""
+    for seed in range(5):
+        study = optuna.create_study(directions=["minimize"] * 2, sampler=AdditiveSampler(seed))
+        study.enqueue_trial({"kernel": "slow", "budget": 8192, "seqs": 256})
+        study.optimize(only_one_kernel_works, n_trials=4)
+        assert any(feasible(t) for t in study.trials), seed
