@@ -110,10 +110,14 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         main, pairs = enc.features([t.params for t in data.trials])
         cand = enc.features(pool)
         risk = np.zeros(len(pool))
-        if not data.ok.all():  # two failure models: see _risk
-            risk, cold = self._risk(enc, data, pool, main, pairs, cand)
+        if not data.ok.all():
+            risk = self._drawn_risk(enc, data, pool)
             if data.ok.sum() < 2:  # nothing to rank by yet: a draw of where configs work
-                return int(np.argmin(cold))
+                return int(np.argmin(risk))
+            # the noisy-OR blames a failure on a single value where only some combinations
+            # of it fail; the linear 0/1 model sees those: held back only if both expect failure
+            linear = BayesLinear([main, pairs], (~data.ok).astype(float))
+            risk = np.minimum(risk, linear.predict(cand, linear.mean))
         if data.ok.sum() < 2:
             return int(self.rng.integers(len(pool)))
         model = BayesLinear(*data.design(main[data.ok], pairs[data.ok]), hyper=self._hyper(data))
@@ -126,30 +130,14 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         safe = risk < RISK_LIMIT
         return int(np.argmin(np.where(safe, score, np.inf) if safe.any() else risk))
 
-    def _risk(
-        self,
-        enc: Encoder,
-        data: Observed,
-        pool: list[dict[str, Any]],
-        main: np.ndarray,
-        pairs: np.ndarray,
-        cand: list[np.ndarray],
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Predicted failure of each candidate, and a posterior draw of it for the cold start.
-
-        The noisy-OR model (``tuner.failures``) blames a failure on its suspect ingredients,
-        so a value tried once next to a bad one stays in play; drawn rather than averaged, a
-        value blamed on thin evidence gets a second chance now and then. It cannot see that a
-        value fails only with some others unless the pair took the blame, and there the linear
-        model of the 0/1 outcome does better. A candidate is held back only when both expect
-        it to fail."""
+    def _drawn_risk(self, enc: Encoder, data: Observed, pool: list[dict[str, Any]]) -> np.ndarray:
+        """Failure of each candidate under a posterior draw of the noisy-OR model
+        (``tuner.failures``): it blames a failure on its suspect ingredients, so a value tried
+        once next to a bad one stays in play, and drawn rather than averaged, a value blamed on
+        thin evidence gets a second chance now and then."""
         ing = Ingredients(enc.space)
         blame = FailureModel(ing, ing.ids([t.params for t in data.trials]), ~data.ok)
-        drawn = blame.risk(ing.ids(pool), blame.draw(self.rng))
-        if data.ok.sum() < 2:
-            return drawn, drawn
-        linear = BayesLinear([main, pairs], (~data.ok).astype(float))
-        return np.minimum(drawn, linear.predict(cand, linear.mean)), drawn
+        return blame.risk(ing.ids(pool), blame.draw(self.rng))
 
     def _hyper(self, data: Observed) -> tuple[list[float], float] | None:
         """The tier's last prior scales and noise, until a quarter more data (at least 3 trials)

@@ -122,20 +122,13 @@ class BayesLinear:
         self,
         blocks: Sequence[np.ndarray],
         y: np.ndarray,
-        fixed: tuple[float, ...] | None = None,
         hyper: tuple[list[float], float] | None = None,
     ) -> None:
-        """Fit to ``y``; ``fixed`` = (prior mean, main, pairwise, noise variance) skips the
-        standardisation and the evidence grid (for 0/1 labels, where both mislead)."""
-        if fixed is None:
-            self.mu_y, self.sd_y = float(y.mean()), float(y.std()) or 1.0
-            z = (y - self.mu_y) / self.sd_y
-            variances, self.noise = hyper or _best_hyper(blocks, z)
-            self.hyper = (variances, self.noise)
-        else:
-            self.mu_y, self.sd_y = fixed[0], 1.0
-            z = y - self.mu_y
-            variances, self.noise = list(fixed[1:-1]), fixed[-1]
+        """Fit to ``y``, with ``hyper`` (prior variances, noise) or the evidence's choice."""
+        self.mu_y, self.sd_y = float(y.mean()), float(y.std()) or 1.0
+        z = (y - self.mu_y) / self.sd_y
+        variances, self.noise = hyper or _best_hyper(blocks, z)
+        self.hyper = (variances, self.noise)
         prior = np.concatenate(
             [np.full(b.shape[1], v) for b, v in zip(blocks, variances, strict=True)]
         )

@@ -78,12 +78,3 @@ def test_draws_spread_around_the_mean() -> None:
     draws = np.array([model.draw(rng) for _ in range(400)])
     assert np.allclose(draws.mean(0), model.mean, atol=0.1)
     assert draws.std(0).max() > 0
-
-
-def test_fixed_prior_fits_labels_without_standardising() -> None:
-    enc = Encoder(SPACE)
-    train = points(30, 6)
-    labels = np.array([1.0 if p["backend"] == "c" else 0.0 for p in train])
-    model = BayesLinear(list(enc.features(train)), labels, fixed=(0.5, 0.1, 0.005, 0.1))
-    risk = model.predict(list(enc.features(train)), model.mean)
-    assert risk[labels == 1].min() > risk[labels == 0].max()
