@@ -2,9 +2,13 @@
 
 The minimax_h200 space is discretised (``DISCRETE``: a handful of values per knob) and run on
 the simulated 4x H200 engine with a shortened workload (``--prompts`` per tier). Every distinct
-launch of the discretised space is measured once (replicate ``a``): that exhaustive table
-gives each tier's true best feasible config and the configs within ``--tolerance`` of it. Then
-each method searches the same space for ``--seeds`` seeds, ``--budget`` launches each:
+launch of the discretised space is measured on ``--replicates`` engine seeds (replicates ``a``,
+``b``, ...); a launch's true value at a tier is the mean over them, and only a launch feasible
+on every seed counts. That exhaustive table gives each tier's true best config and the configs
+within ``--tolerance`` of it. One seed is not enough: at some tiers a single measurement varies
+by about as much as the tolerance, so a one-seed "best" is largely the luckiest draw, and a
+search would be scored on finding that draw rather than the config. Then each method searches
+the same space for ``--seeds`` seeds, ``--budget`` launches each:
 
 - ``tune``: the study's default sampler (``tuner.optimizer``), one objective per tier, the
   loop's constraints (rules, engine, failed_requests, slo), the baseline first;
@@ -12,15 +16,15 @@ each method searches the same space for ``--seeds`` seeds, ``--budget`` launches
 - ``grid``: a nested-loop walk like vLLM's auto_tune script (``tuner.grid``), seeded value order;
 - any sampler name of ``tuner.optimizer.SAMPLERS`` (``--methods tpe,gp,nsga2`` compares them).
 
-A launch shows a method one noisy draw: replicate ``a`` or ``b`` (another engine seed) picked
-at random per trial, ``b`` measured on first use. As in ``tune run``, configs that break a rule
-and configs rendering to a launch already made cost no launch. After each launch a method's
-pick for a tier is its best feasible observed value there; the figure is the number of
-launches until that pick is truly (replicate ``a``) within the tolerance of the tier's best.
+A launch shows a method one noisy draw: one of the replicates, picked at random per trial. As
+in ``tune run``, configs that break a rule and configs rendering to a launch already made cost
+no launch. After each launch a method's pick for a tier is its best feasible observed value
+there; the figure is the number of launches until that pick is truly (replicate mean) within
+the tolerance of the tier's best.
 Measurements are cached under results/bench/ keyed by the engine config the simulator
 resolves, the workload and the simulator's source, so reruns skip the exhaustive sweep.
 
-    python bench/sample_efficiency.py [--seeds 10] [--budget 100] [--workers 2]
+    python bench/sample_efficiency.py [--seeds 10] [--budget 100] [--replicates 4] [--workers 2]
 """
 
 from __future__ import annotations
@@ -104,10 +108,16 @@ def cache_path(space: Space) -> Path:
 _W: dict[str, Any] = {}
 
 
-def _init_worker(prompts: int, table: dict[str, Record]) -> None:
+def replicate_names(n: int) -> list[str]:
+    """The engine seeds' labels: ``a``, ``b``, ... (``a`` and ``b`` as earlier tables hold)."""
+    return [chr(ord("a") + i) for i in range(n)]
+
+
+def _init_worker(prompts: int, table: dict[str, Record], replicates: int = 1) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = bench_space(prompts)
     _W.update(space=space, table=table, dir=Path(tempfile.mkdtemp(prefix="sample_eff_")))
+    _W["replicates"] = replicate_names(replicates)
     _W["runner"] = TrialRunner(space, get_objective(space.study.objective or ""), 60.0)
 
 
@@ -157,7 +167,7 @@ def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record
             fingerprint = render_engine_config(space, values).fingerprint()
             if fingerprint not in seen:  # a launch already made is answered from the study
                 key = launch_key(space, values)
-                seen[fingerprint] = _lookup(key, values, str(rng.choice(["a", "b"])), new)
+                seen[fingerprint] = _lookup(key, values, str(rng.choice(_W["replicates"])), new)
                 launches.append((key, seen[fingerprint]))
             rec = seen[fingerprint]
         for name, value in rec["constraints"].items():
@@ -178,15 +188,17 @@ def feasible(rec: Record) -> bool:
     return all(v <= 0 for v in rec["constraints"].values())
 
 
-def truths(table: dict[str, Record], keys: Iterable[str], space: Space) -> list[dict[str, float]]:
-    """Per tier: the true (replicate a) value of every feasible launch key."""
-    tiers = range(len(space.workload.tiers))
-    out: list[dict[str, float]] = [{} for _ in tiers]
+def truths(
+    table: dict[str, Record], keys: Iterable[str], tiers: int, replicates: Sequence[str]
+) -> list[dict[str, float]]:
+    """Per tier: the true value (mean over ``replicates``) of every launch key feasible on
+    every replicate: a config that misses an SLO on some seeds is no safe recommendation."""
+    out: list[dict[str, float]] = [{} for _ in range(tiers)]
     for key in keys:
-        rec = table[f"a|{key}"]
-        if feasible(rec):
-            for i in tiers:
-                out[i][key] = float(rec["values"][i])
+        recs = [table[f"{r}|{key}"] for r in replicates]
+        if all(map(feasible, recs)):
+            for i in range(tiers):
+                out[i][key] = statistics.fmean(float(rec["values"][i]) for rec in recs)
     return out
 
 
@@ -228,12 +240,14 @@ def all_points(space: Space) -> list[dict[str, Any]]:
     return [p for p in points if not violated_rules(space, p)]
 
 
-def exhaustive(space: Space, table: dict[str, Record], workers: int, prompts: int) -> list[str]:
-    """Measure every distinct launch of the space (replicate a); returns the launch keys."""
+def exhaustive(
+    space: Space, table: dict[str, Record], workers: int, prompts: int, replicates: Sequence[str]
+) -> list[str]:
+    """Measure every distinct launch of the space on every replicate; returns the launch keys."""
     keyed: dict[str, dict[str, Any]] = {}
     for point in all_points(space):
         keyed.setdefault(launch_key(space, point), point)
-    todo = [(k, p, "a") for k, p in keyed.items() if f"a|{k}" not in table]
+    todo = [(k, p, r) for r in replicates for k, p in keyed.items() if f"{r}|{k}" not in table]
     if todo:
         print(f"measuring {len(todo)} launches (exhaustive sweep)...", file=sys.stderr)
         start = time.perf_counter()
@@ -253,6 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--methods", default="tune,random,grid", help=f"tune, {', '.join(SAMPLERS)}")
     ap.add_argument("--prompts", type=int, default=40, help="Measured requests per tier.")
     ap.add_argument("--tolerance", type=float, default=0.03)
+    ap.add_argument(
+        "--replicates", type=int, default=4, help="Engine seeds behind each true value."
+    )
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -260,14 +277,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     objective = get_objective(space.study.objective or "")
     path = cache_path(space)
     table: dict[str, Record] = json.loads(path.read_text()) if path.exists() else {}
-    keys = exhaustive(space, table, args.workers, args.prompts)
+    replicates = replicate_names(args.replicates)
+    keys = exhaustive(space, table, args.workers, args.prompts, replicates)
     save(path, table)
-    truth = truths(table, keys, space)
+    truth = truths(table, keys, len(space.workload.tiers), replicates)
     methods = args.methods.split(",")
     jobs = [(m, seed, args.budget) for m in methods for seed in range(args.seeds)]
     runs: dict[str, list[list[tuple[str, Record]]]] = {m: [] for m in methods}
     start = time.perf_counter()
-    with multiprocessing.Pool(args.workers, _init_worker, (args.prompts, table)) as pool:
+    init = (args.prompts, table, args.replicates)
+    with multiprocessing.Pool(args.workers, _init_worker, init) as pool:
         for i, (method, seed, launches, new) in enumerate(pool.imap_unordered(_search, jobs), 1):
             runs[method].append(launches)
             table.update(new)
@@ -301,7 +320,7 @@ def header(
         f"objective {name}; {args.seeds} seeds x budget {args.budget} launches per method; "
         f"searches took {search_s:.0f} s",
         "",
-        "true best per tier (exhaustive, one engine seed), configs within "
+        f"true best per tier (exhaustive, mean of {args.replicates} engine seeds), configs within "
         f"{args.tolerance:.0%} of it:",
     ]
     for tier, values in zip(space.workload.tiers, truth, strict=True):

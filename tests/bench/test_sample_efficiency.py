@@ -46,3 +46,22 @@ def test_spread_shows_quartiles_and_censored_seeds(se: ModuleType) -> None:
     assert se.spread_cell([3, 4, 6, 9, 12, 12, 13, 14, 14, 15], 100) == "6..14"
     assert se.spread_cell([None, None, None, 5, 7, 8], 100) == "7..>100"
     assert se.median_cell([None, None, 4], 50) == (float("inf"), ">50")
+
+
+def test_true_value_is_the_mean_over_engine_seeds(se: ModuleType) -> None:
+    table = {
+        "a|x": rec(10.0), "b|x": rec(12.0),
+        "a|y": rec(9.0), "b|y": rec(13.5),
+    }  # fmt: skip
+    truth = se.truths(table, ["x", "y"], 1, ["a", "b"])
+    assert truth == [{"x": 11.0, "y": 11.25}]
+    assert se.truths(table, ["x", "y"], 1, ["a"]) == [{"x": 10.0, "y": 9.0}]
+
+
+def test_a_config_infeasible_on_any_seed_is_not_a_true_candidate(se: ModuleType) -> None:
+    table = {"a|x": rec(10.0), "b|x": rec(10.0, ok=False), "a|y": rec(11.0), "b|y": rec(11.0)}
+    assert se.truths(table, ["x", "y"], 1, ["a", "b"]) == [{"y": 11.0}]
+
+
+def test_replicates_are_named_as_earlier_tables_hold_them(se: ModuleType) -> None:
+    assert se.replicate_names(4) == ["a", "b", "c", "d"]
