@@ -1,0 +1,44 @@
+"""The simulator-fidelity benchmark's view across workload draws of scenario 2."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "sim_fidelity.py"
+
+
+@pytest.fixture(scope="module")
+def sf() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sim_fidelity", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sim_fidelity"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lines_count_wins_and_quartiles_per_config(sf: ModuleType) -> None:
+    runs = {
+        "small": [(80.0, 100.0), (81.0, 300.0), (79.0, 200.0)],
+        "medium": [(60.0, 150.0), (61.0, 350.0), (62.0, 900.0)],
+        "large": [(50.0, 90.0), (49.0, 600.0), (48.0, 700.0)],
+    }
+    lines = sf.draws_lines(runs)
+    assert lines[0] == "scenario 2 at c=20 over 3 workload draws"
+    small, medium, large = (line.split() for line in lines[2:])
+    assert small == ["small", "80.0", "150", "/", "200", "/", "250", "2"]
+    assert medium[-1] == "0" and large[-1] == "1"
+    assert large[1] == "49.0"
+
+
+def test_each_draw_is_a_different_workload_run_on_every_config(sf: ModuleType) -> None:
+    runs = sf.over_draws(2, 0)
+    assert list(runs) == ["small", "medium", "large"]
+    assert all(len(v) == 2 and all(m > 0 and p >= m for m, p in v) for v in runs.values())
+    assert sf.workload_2(0) != sf.workload_2(1)
+    assert runs["small"][0] != runs["small"][1]
