@@ -3,24 +3,7 @@ best, and how the table reports medians and their spread."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
-
-import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "sample_efficiency.py"
-
-
-@pytest.fixture(scope="module")
-def se() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sample_efficiency", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sample_efficiency"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def rec(value: float, ok: bool = True) -> dict:

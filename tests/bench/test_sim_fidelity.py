@@ -2,24 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
-
-import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "sim_fidelity.py"
-
-
-@pytest.fixture(scope="module")
-def sf() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sim_fidelity", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sim_fidelity"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_lines_count_wins_and_quartiles_per_config(sf: ModuleType) -> None:

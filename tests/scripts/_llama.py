@@ -5,10 +5,8 @@ The scripts are run as files, not installed: ``load_script`` imports one as a mo
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,19 +15,14 @@ from types import ModuleType
 
 import httpx
 
+from tests._modules import load_module
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
     """Import ``scripts/<name>.py`` once and return the module."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(SCRIPTS / f"{name}.py")
 
 
 def free_port() -> int:
