@@ -113,11 +113,13 @@ def replicate_names(n: int) -> list[str]:
     return [chr(ord("a") + i) for i in range(n)]
 
 
-def _init_worker(prompts: int, table: dict[str, Record], replicates: int = 1) -> None:
+def _init_worker(
+    prompts: int, table: dict[str, Record], replicates: Sequence[str] = ("a",)
+) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = bench_space(prompts)
     _W.update(space=space, table=table, dir=Path(tempfile.mkdtemp(prefix="sample_eff_")))
-    _W["replicates"] = replicate_names(replicates)
+    _W["replicates"] = list(replicates)
     _W["runner"] = TrialRunner(space, get_objective(space.study.objective or ""), 60.0)
 
 
@@ -285,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = [(m, seed, args.budget) for m in methods for seed in range(args.seeds)]
     runs: dict[str, list[list[tuple[str, Record]]]] = {m: [] for m in methods}
     start = time.perf_counter()
-    init = (args.prompts, table, args.replicates)
+    init = (args.prompts, table, replicates)
     with multiprocessing.Pool(args.workers, _init_worker, init) as pool:
         for i, (method, seed, launches, new) in enumerate(pool.imap_unordered(_search, jobs), 1):
             runs[method].append(launches)
