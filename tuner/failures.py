@@ -27,6 +27,7 @@ PRIOR_MAIN = 0.1  # chance that one knob value, never tried, is bad
 PRIOR_PAIR = 0.01  # ... that a combination of two values is bad while each alone is fine
 PRIOR_WEIGHT = 0.1  # how many launches the prior counts for: little, so one success clears
 EM_ROUNDS = 40
+RANGE_PARTS = 3  # a numeric knob's buckets: its low end, then this many equal parts
 
 
 class Ingredients:
@@ -97,11 +98,11 @@ class FailureModel:
 def _buckets(dist: BaseDistribution) -> int:
     if isinstance(dist, CategoricalDistribution):
         return len(dist.choices)
-    return 4
+    return 1 + RANGE_PARTS
 
 
 def _bucket(dist: BaseDistribution, value: Any) -> int:
     if isinstance(dist, CategoricalDistribution):
         return int(dist.to_internal_repr(value))
     u, low = position(dist, value)
-    return 0 if low else 1 + min(int(u * 3), 2)
+    return 0 if low else 1 + min(int(u * RANGE_PARTS), RANGE_PARTS - 1)
