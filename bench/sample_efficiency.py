@@ -25,6 +25,10 @@ Measurements are cached under results/bench/ keyed by the engine config the simu
 resolves, the workload and the simulator's source, so reruns skip the exhaustive sweep.
 
     python bench/sample_efficiency.py [--seeds 10] [--budget 100] [--replicates 4] [--workers 2]
+
+``--trace SEED`` instead prints one search of the first of ``--methods`` launch by launch: the
+knob values, the outcome, each launch's true value over each tier's best, and where each tier
+is reached: where a search spends its launches, which the medians do not show.
 """
 
 from __future__ import annotations
@@ -170,6 +174,7 @@ def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record
             if fingerprint not in seen:  # a launch already made is answered from the study
                 key = launch_key(space, values)
                 seen[fingerprint] = _lookup(key, values, str(rng.choice(_W["replicates"])), new)
+                seen[fingerprint]["params"] = dict(values)  # for --trace; the table keeps none
                 launches.append((key, seen[fingerprint]))
             rec = seen[fingerprint]
         for name, value in rec["constraints"].items():
@@ -228,6 +233,49 @@ def trials_to_reach(
     return None
 
 
+def trace_rows(
+    launches: Sequence[tuple[str, Record]],
+    truth: list[dict[str, float]],
+    tol: float,
+    maximize: bool,
+) -> list[dict[str, Any]]:
+    """One row per launch: knob values, outcome, true value / tier's best (None: infeasible
+    on some engine seed), and the tiers whose pick comes within ``tol`` at that launch."""
+    pick = max if maximize else min
+    bests = [pick(t.values()) for t in truth]
+    reached = [trials_to_reach(launches, t, i, tol, maximize) for i, t in enumerate(truth)]
+    return [
+        {
+            "launch": n,
+            "params": dict(rec.get("params", {})),
+            "kind": rec["kind"] or "ok",
+            "vs_best": [
+                t[key] / b if key in t else None for t, b in zip(truth, bests, strict=True)
+            ],
+            "reached": [i for i, r in enumerate(reached) if r == n],
+        }
+        for n, (key, rec) in enumerate(launches, start=1)
+    ]
+
+
+def render_trace(rows: Sequence[dict[str, Any]], tiers: Sequence[int]) -> str:
+    """The trace as a table: a column per knob, per-tier true/best, reached tiers."""
+    names = list(rows[0]["params"]) if rows else []
+    cols = [[str(r["params"].get(n, "")) for r in rows] for n in names]
+    widths = [max(len(n), *map(len, c)) for n, c in zip(names, cols, strict=True)]
+    head = ["#".rjust(3), *(n.ljust(w) for n, w in zip(names, widths, strict=True)), "kind  "]
+    head += [f"c{t}".rjust(5) for t in tiers] + ["reached"]
+    out = [" ".join(head)]
+    for i, r in enumerate(rows):
+        cells = [str(r["launch"]).rjust(3)]
+        cells += [c[i].ljust(w) for c, w in zip(cols, widths, strict=True)]
+        cells.append(f"{r['kind']:<6}")
+        cells += ["    -" if v is None else f"{v:5.2f}" for v in r["vs_best"]]
+        cells.append(",".join(f"c{tiers[t]}" for t in r["reached"]))
+        out.append(" ".join(cells))
+    return "\n".join(out)
+
+
 def median_cell(counts: Sequence[int | None], budget: int) -> tuple[float, str]:
     med = statistics.median([math.inf if c is None else c for c in counts])
     return med, (f">{budget}" if math.isinf(med) else f"{med:g}")
@@ -273,6 +321,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--replicates", type=int, default=4, help="Engine seeds behind each true value."
     )
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--trace",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="Instead, print one search (the first method, this seed) launch by launch.",
+    )
     args = ap.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = bench_space(args.prompts)
@@ -284,6 +339,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     save(path, table)
     truth = truths(table, keys, len(space.workload.tiers), replicates)
     methods = args.methods.split(",")
+    if args.trace is not None:
+        _init_worker(args.prompts, table, replicates)
+        _, _, launches, _ = _search((methods[0], args.trace, args.budget))
+        rows = trace_rows(launches, truth, args.tolerance, objective.direction == "maximize")
+        print(render_trace(rows, space.workload.tiers))
+        return 0
     jobs = [(m, seed, args.budget) for m in methods for seed in range(args.seeds)]
     runs: dict[str, list[list[tuple[str, Record]]]] = {m: [] for m in methods}
     start = time.perf_counter()

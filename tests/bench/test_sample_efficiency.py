@@ -48,3 +48,21 @@ def test_a_config_infeasible_on_any_seed_is_not_a_true_candidate(se: ModuleType)
 
 def test_replicates_are_named_as_earlier_tables_hold_them(se: ModuleType) -> None:
     assert se.replicate_names(4) == ["a", "b", "c", "d"]
+
+
+def test_trace_rows_show_each_launch_against_each_tiers_best(se: ModuleType) -> None:
+    truth = [{"x": 12.0, "y": 10.0}, {"x": 20.0, "y": 25.0}]
+    launches = [
+        ("z", {**rec(5.0, ok=False), "params": {"budget": 8192}}),
+        ("x", {"values": [12.0, 20.0], "kind": None, "constraints": {}, "params": {"budget": 1}}),
+        ("y", {"values": [10.0, 25.0], "kind": None, "constraints": {}, "params": {"budget": 2}}),
+    ]
+    rows = se.trace_rows(launches, truth, 0.03, False)
+    assert [r["kind"] for r in rows] == ["slo", "ok", "ok"]
+    assert rows[0]["vs_best"] == [None, None]
+    assert rows[1]["vs_best"] == [1.2, 1.0] and rows[1]["reached"] == [1]
+    assert rows[2]["vs_best"] == [1.0, 1.25] and rows[2]["reached"] == [0]
+    text = se.render_trace(rows, [1, 8]).splitlines()
+    assert text[0].split() == ["#", "budget", "kind", "c1", "c8", "reached"]
+    assert text[1].split() == ["1", "8192", "slo", "-", "-"]
+    assert text[3].split() == ["3", "2", "ok", "1.00", "1.25", "c1"]
