@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from tuner.additive import AdditiveSampler, knob_values, near_best
+from tuner.additive import AdditiveSampler, distance_to_best, knob_values, trust_region
 
 KERNELS = ["slow", "fast", "fastest"]
 BUDGETS = [8192, 16384, 32768, 65536, 131072, 262144]
@@ -136,9 +137,21 @@ def test_trust_region_keeps_candidates_near_the_best() -> None:
     best = optuna.trial.create_trial(
         params={"a": 0, "b": 0, "c": 0}, distributions=dict.fromkeys("abc", dist), value=1
     )
-    near = near_best(pool, [best], {"a": 0, "b": 0, "c": 0})
-    assert len(near) == 1 + 6 + 12  # itself, one knob changed, two changed
-    assert near_best(pool, [], {"a": 0, "b": 0, "c": 0}) == pool
+    d = distance_to_best(pool, [best], {"a": 0, "b": 0, "c": 0})
+    assert Counter(d.tolist()) == {0: 1, 1: 6, 2: 12, 3: 8}
+    safe = np.ones(len(pool), dtype=bool)
+    assert trust_region(d, safe).sum() == 1 + 6  # itself and one knob changed
+    assert trust_region(None, safe).all()  # the optimistic move looks anywhere
+    assert not distance_to_best(pool, [], {"a": 0, "b": 0, "c": 0}).any()
+
+
+def test_trust_region_widens_past_candidates_expected_to_fail() -> None:
+    d = np.array([1, 1, 2, 2, 3])
+    assert trust_region(d, np.array([False, False, True, False, True])).tolist() == [
+        True, True, True, True, False,
+    ]  # fmt: skip
+    # nothing safe anywhere: the nearest ring, where the least risky one is taken
+    assert trust_region(d, np.zeros(5, dtype=bool)).tolist() == [True, True, False, False, False]
 
 
 def only_one_kernel_works(trial: optuna.Trial) -> list[float]:
