@@ -122,10 +122,11 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
                 risk = np.minimum(risk, linear.predict(cand, linear.mean))
         safe = risk < RISK_LIMIT
         region = trust_region(dist, safe)
-        if not data.ok.all() and data.ok.sum() < 2:  # nothing to rank by: where configs work
-            return int(np.argmin(np.where(region, risk, np.inf)))
-        if data.ok.sum() < 2:
-            return int(self.rng.choice(np.flatnonzero(region)))
+        least_risky = int(np.argmin(np.where(region, risk, np.inf)))
+        if data.ok.sum() < 2:  # nothing to rank by yet
+            if data.ok.all():
+                return int(self.rng.choice(np.flatnonzero(region)))
+            return least_risky  # under a draw of where configs work
         model = BayesLinear(*data.design(main[data.ok], pairs[data.ok]), hyper=self._hyper(data))
         self._fits[data.tier] = (int(data.ok.sum()), model.hyper)
         blocks = [*cand, *cand] if len(data.directions) > 1 else cand
@@ -133,9 +134,8 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
             score = model.predict(blocks, model.mean) - OPTIMISM * model.sd(blocks)
         else:
             score = model.predict(blocks, model.draw(self.rng))
-        if not (safe & region).any():
-            return int(np.argmin(np.where(region, risk, np.inf)))
-        return int(np.argmin(np.where(safe & region, score, np.inf)))
+        allowed = safe & region
+        return int(np.argmin(np.where(allowed, score, np.inf))) if allowed.any() else least_risky
 
     def _drawn_risk(self, enc: Encoder, data: Observed, pool: list[dict[str, Any]]) -> np.ndarray:
         """Failure of each candidate under a posterior draw of the noisy-OR model
