@@ -17,6 +17,11 @@ Proposals alternate at random between two moves:
 - the optimistic guess anywhere in the space (posterior mean minus ``OPTIMISM`` sd), which
   combines knob values measured good separately and tries values never measured.
 
+A tier whose best has not improved for ``STALE_AFTER`` trials gets the optimistic guess every
+time, under the looser ``STALE_LIMIT``: a search that settled early in a region (a value
+blamed for a crash that only one of its combinations causes, say a MoE kernel at a large token
+budget) is kept out of the better region by the failure models, and local draws do not leave.
+
 Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
 plus the one-knob neighbours of every measured config; configs already measured or running are not
 proposed again, and configs the space's rules forbid not at all.
@@ -44,8 +49,10 @@ MAX_ENUMERATED = 20_000
 RANDOM_CANDIDATES = 3_000
 NUMERIC_GRID = 9  # values per int/float knob on a wide range
 RISK_LIMIT = 0.3  # predicted failure (0..1) above which a candidate is not proposed
-GREEDY_SHARE = 0.5  # proposals that take the optimistic guess anywhere in the space
+GREEDY_SHARE = 0.33  # proposals that take the optimistic guess anywhere in the space
 OPTIMISM = 1.0  # posterior sd subtracted from the predicted value in those proposals
+STALE_AFTER = 10  # trials without a new best at the tier after which every proposal for it ...
+STALE_LIMIT = 0.5  # ... is the optimistic guess, with this risk limit instead of RISK_LIMIT
 TOP_K = 3  # the trust region surrounds the best few configs of the tier
 RADIUS = 1  # ... this many changed knobs, at first; measured against 2 in the optimizer docs
 
@@ -102,14 +109,22 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
             return pool[int(self.rng.integers(len(pool)))]
         data = Observed(done, study.directions, trial.number % len(study.directions))
         greedy = bool(self.rng.random() < GREEDY_SHARE)
-        dist = None if greedy else distance_to_best(pool, data.best(TOP_K), search_space)
-        return pool[self._pick(Encoder(search_space), data, pool, dist)]
+        stuck = data.stale() >= STALE_AFTER
+        dist = None if greedy or stuck else distance_to_best(pool, data.best(TOP_K), search_space)
+        limit = STALE_LIMIT if stuck else RISK_LIMIT
+        return pool[self._pick(Encoder(search_space), data, pool, dist, limit)]
 
     def _pick(
-        self, enc: Encoder, data: Observed, pool: list[dict[str, Any]], dist: np.ndarray | None
+        self,
+        enc: Encoder,
+        data: Observed,
+        pool: list[dict[str, Any]],
+        dist: np.ndarray | None,
+        limit: float,
     ) -> int:
-        """Index of the candidate to launch: the best score among those not expected to fail,
-        a Thompson draw near the best (``dist`` given) or the optimistic guess anywhere."""
+        """Index of the candidate to launch: the best score among those not expected to fail
+        (risk under ``limit``), a Thompson draw near the best (``dist`` given) or the optimistic
+        guess anywhere."""
         main, pairs = enc.features([t.params for t in data.trials])
         cand = enc.features(pool)
         risk = np.zeros(len(pool))
@@ -120,7 +135,7 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
                 # of it fail; the linear 0/1 model sees those: held back only if both expect it
                 linear = BayesLinear([main, pairs], (~data.ok).astype(float))
                 risk = np.minimum(risk, linear.predict(cand, linear.mean))
-        safe = risk < RISK_LIMIT
+        safe = risk < limit
         region = trust_region(dist, safe)
         least_risky = int(np.argmin(np.where(region, risk, np.inf)))
         if data.ok.sum() < 2:  # nothing to rank by yet
@@ -184,6 +199,14 @@ class Observed:
         """The ``k`` best feasible trials at the target tier."""
         good = [t for t, ok in zip(self.trials, self.ok, strict=True) if ok]
         return [good[i] for i in np.argsort(self.y[:, self.tier])[:k]] if good else []
+
+    def stale(self) -> int:
+        """Trials finished since the target tier's best feasible one (0 before any): how long
+        the search has gone without improving this tier."""
+        good = np.flatnonzero(self.ok)
+        if not len(good):
+            return 0
+        return len(self.trials) - 1 - int(good[np.argmin(self.y[:, self.tier])])
 
     def design(self, main: np.ndarray, pairs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
         """Feature blocks and targets: one row per (feasible trial, tier), each tier's targets

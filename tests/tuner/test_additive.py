@@ -9,7 +9,16 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from tuner.additive import AdditiveSampler, distance_to_best, knob_values, trust_region
+from tuner.additive import (
+    RISK_LIMIT,
+    STALE_AFTER,
+    STALE_LIMIT,
+    AdditiveSampler,
+    Observed,
+    distance_to_best,
+    knob_values,
+    trust_region,
+)
 
 KERNELS = ["slow", "fast", "fastest"]
 BUDGETS = [8192, 16384, 32768, 65536, 131072, 262144]
@@ -170,3 +179,41 @@ def test_cold_start_finds_a_working_config_by_blaming_what_failed() -> None:
         study.enqueue_trial({"kernel": "slow", "budget": 8192, "seqs": 256})
         study.optimize(only_one_kernel_works, n_trials=4)
         assert any(feasible(t) for t in study.trials), seed
+
+
+def finished(value: float) -> optuna.trial.FrozenTrial:
+    dist = optuna.distributions.CategoricalDistribution(KERNELS)
+    return optuna.trial.create_trial(
+        params={"kernel": "fast"}, distributions={"kernel": dist}, values=[value, value]
+    )
+
+
+def test_stale_counts_trials_since_the_tiers_best() -> None:
+    directions = [optuna.study.StudyDirection.MINIMIZE] * 2
+    trials = [finished(v) for v in (5.0, 2.0, 3.0, 4.0)]
+    assert Observed(trials, directions, 0).stale() == 2  # best is the second of four
+    assert Observed([], directions, 0).stale() == 0
+
+
+def first_is_best(trial: optuna.Trial) -> list[float]:
+    """Nothing beats the first launch (slow, 16384, 256) at any tier."""
+    values = tiers(trial)
+    first = (trial.params["kernel"], trial.params["budget"], trial.params["seqs"])
+    return [1.0] * 3 if first == ("slow", 16384, 256) else [v + 1.0 for v in values]
+
+
+def test_a_stuck_tier_gets_the_optimistic_move_under_the_looser_limit() -> None:
+    seen: list[tuple[bool, float]] = []
+
+    class Spy(AdditiveSampler):
+        def _pick(self, enc, data, pool, dist, limit):  # type: ignore[no-untyped-def]
+            seen.append((dist is None, limit))
+            return super()._pick(enc, data, pool, dist, limit)
+
+    study = optuna.create_study(directions=["minimize"] * 3, sampler=Spy(seed=0))
+    study.enqueue_trial({"kernel": "slow", "budget": 16384, "seqs": 256})
+    study.optimize(first_is_best, n_trials=STALE_AFTER + 6)
+    # seen[k] proposed trial k + 1, when k trials had gone by since the best (the first)
+    assert {s[1] for s in seen[:STALE_AFTER]} == {RISK_LIMIT}
+    assert any(not greedy for greedy, _ in seen[:STALE_AFTER])  # local draws still happen
+    assert seen[STALE_AFTER:] == [(True, STALE_LIMIT)] * 5
