@@ -198,8 +198,8 @@ def test_stale_counts_trials_since_the_tiers_best() -> None:
 def first_is_best(trial: optuna.Trial) -> list[float]:
     """Nothing beats the first launch (slow, 16384, 256) at any tier."""
     values = tiers(trial)
-    first = (trial.params["kernel"], trial.params["budget"], trial.params["seqs"])
-    return [1.0] * 3 if first == ("slow", 16384, 256) else [v + 1.0 for v in values]
+    config = (trial.params["kernel"], trial.params["budget"], trial.params["seqs"])
+    return [1.0] * 3 if config == ("slow", 16384, 256) else [v + 1.0 for v in values]
 
 
 def test_a_stuck_tier_gets_the_optimistic_move_under_the_looser_limit() -> None:
