@@ -4,10 +4,13 @@ The minimax_h200 space is discretised (``DISCRETE``: a handful of values per kno
 the simulated 4x H200 engine with a shortened workload (``--prompts`` per tier). Every distinct
 launch of the discretised space is measured on ``--replicates`` engine seeds (replicates ``a``,
 ``b``, ...); a launch's true value at a tier is the mean over them, and only a launch feasible
-on every seed counts. That exhaustive table gives each tier's true best config and the configs
-within ``--tolerance`` of it. One seed is not enough: at some tiers a single measurement varies
-by about as much as the tolerance, so a one-seed "best" is largely the luckiest draw, and a
-search would be scored on finding that draw rather than the config. Then each method searches
+at that tier on every seed counts there. Feasible at a tier is what ``tune run``'s per-tier
+recommendations read: every request of the tier served and the tier's own SLOs met, so a config
+that misses the TTFT SLO at c20 can still be the answer at c1. That exhaustive table gives each
+tier's true best config and the configs within ``--tolerance`` of it. One seed is not enough:
+at some tiers a single measurement varies by about as much as the tolerance, so a one-seed
+"best" is largely the luckiest draw, and a search would be scored on finding that draw rather
+than the config. Then each method searches
 the same space for ``--seeds`` seeds, ``--budget`` launches each:
 
 - ``tune``: the study's default sampler (``tuner.optimizer``), one objective per tier, the
@@ -18,9 +21,9 @@ the same space for ``--seeds`` seeds, ``--budget`` launches each:
 
 A launch shows a method one noisy draw: one of the replicates, picked at random per trial. As
 in ``tune run``, configs that break a rule and configs rendering to a launch already made cost
-no launch. After each launch a method's pick for a tier is its best feasible observed value
-there; the figure is the number of launches until that pick is truly (replicate mean) within
-the tolerance of the tier's best.
+no launch. After each launch a method's pick for a tier is its best observed value among the
+launches feasible at that tier; the figure is the number of launches until that pick is truly
+(replicate mean) within the tolerance of the tier's best.
 Measurements are cached under results/bench/ keyed by the engine config the simulator
 resolves, the workload and the simulator's source, so reruns skip the exhaustive sweep.
 
@@ -72,7 +75,8 @@ DISCRETE: dict[str, list[Any]] = {  # knobs not listed keep every value the spac
     "max_num_seqs": [16, 64, 256],
     "num_speculative_tokens": [0, 3],
 }
-Record = dict[str, Any]  # values (per tier), constraints, failure_kind
+Record = dict[str, Any]  # values (per tier), constraints, failure_kind, tier_ok (per tier)
+RECORD_FORMAT = "tier_ok"  # in the cache key: tables written before it lack per-tier feasibility
 
 
 def bench_space(prompts: int, seed: int = 0) -> Space:
@@ -101,6 +105,7 @@ def launch_key(space: Space, values: dict[str, Any]) -> str:
 
 def cache_path(space: Space) -> Path:
     digest = hashlib.sha256(space.model_dump_json().encode())
+    digest.update(RECORD_FORMAT.encode())
     for src in sorted((REPO / "launchers" / "simengine").rglob("*")):
         if src.is_file() and src.suffix in (".py", ".yaml"):
             digest.update(src.read_bytes())
@@ -130,7 +135,9 @@ def _init_worker(
 def _measure(values: dict[str, Any], replicate: str) -> Record:
     config = render_engine_config(_W["space"], values, labels={"trial": replicate})
     out = _W["runner"].run(config, _W["dir"] / "trial")
-    return {"values": out.values, "constraints": out.constraints, "kind": out.failure_kind}
+    tier_ok = [bool(out.tier_ok.get(str(c))) for c in _W["space"].workload.tiers]
+    rec = {"values": out.values, "constraints": out.constraints, "kind": out.failure_kind}
+    return {**rec, "tier_ok": tier_ok if out.tier_ok else []}
 
 
 def _measure_job(job: tuple[str, dict[str, Any], str]) -> tuple[str, Record]:
@@ -195,16 +202,24 @@ def feasible(rec: Record) -> bool:
     return all(v <= 0 for v in rec["constraints"].values())
 
 
+def feasible_at(rec: Record, tier: int) -> bool:
+    """Served every request of the tier and met its SLOs, as tune's recommendations count it:
+    a config that misses the c20 TTFT SLO can still be the answer at c1."""
+    ok = rec.get("tier_ok")
+    return bool(ok[tier]) if ok else feasible(rec)
+
+
 def truths(
     table: dict[str, Record], keys: Iterable[str], tiers: int, replicates: Sequence[str]
 ) -> list[dict[str, float]]:
-    """Per tier: the true value (mean over ``replicates``) of every launch key feasible on
-    every replicate: a config that misses an SLO on some seeds is no safe recommendation."""
+    """Per tier: the true value (mean over ``replicates``) of every launch key feasible at
+    the tier on every replicate: a config that misses an SLO on some seeds is no safe
+    recommendation."""
     out: list[dict[str, float]] = [{} for _ in range(tiers)]
     for key in keys:
         recs = [table[f"{r}|{key}"] for r in replicates]
-        if all(map(feasible, recs)):
-            for i in range(tiers):
+        for i in range(tiers):
+            if all(feasible_at(rec, i) for rec in recs):
                 out[i][key] = statistics.fmean(float(rec["values"][i]) for rec in recs)
     return out
 
@@ -224,7 +239,7 @@ def trials_to_reach(
     best = max(truth.values()) if maximize else min(truth.values())
     pick: tuple[float, str] | None = None
     for n, (key, rec) in enumerate(launches, start=1):
-        if feasible(rec):
+        if feasible_at(rec, tier):
             seen = float(rec["values"][tier])
             if pick is None or (seen > pick[0] if maximize else seen < pick[0]):
                 pick = (seen, key)

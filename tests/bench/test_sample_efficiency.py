@@ -46,6 +46,23 @@ def test_a_config_infeasible_on_any_seed_is_not_a_true_candidate(se: ModuleType)
     assert se.truths(table, ["x", "y"], 1, ["a", "b"]) == [{"y": 11.0}]
 
 
+def test_a_config_missing_one_tiers_slo_is_a_candidate_at_the_others(se: ModuleType) -> None:
+    """As tune's recommendations count it: a TTFT SLO missed at c20 says nothing about c1."""
+    slow_c20 = {"values": [9.0, 30.0], "kind": "slo", "constraints": {"slo": 0.4}}
+    table = {"a|x": {**slow_c20, "tier_ok": [True, False]}, "a|y": rec2(10.0, 20.0)}
+    assert se.truths(table, ["x", "y"], 2, ["a"]) == [{"x": 9.0, "y": 10.0}, {"y": 20.0}]
+    launches = [("y", table["a|y"]), ("x", table["a|x"])]
+    truth = se.truths(table, ["x", "y"], 2, ["a"])
+    assert se.trials_to_reach(launches, truth[0], 0, 0.03, False) == 2
+    assert se.trials_to_reach(launches, truth[1], 1, 0.03, False) == 1
+    # records without per-tier feasibility (a refusal, a rule) fall back to the constraints
+    assert not se.feasible_at(rec(9.0, ok=False), 0) and se.feasible_at(rec(9.0), 0)
+
+
+def rec2(c1: float, c20: float) -> dict:
+    return {"values": [c1, c20], "kind": None, "constraints": {"slo": 0.0}, "tier_ok": [1, 1]}
+
+
 def test_replicates_are_named_as_earlier_tables_hold_them(se: ModuleType) -> None:
     assert se.replicate_names(4) == ["a", "b", "c", "d"]
 
