@@ -10,8 +10,8 @@ that misses the TTFT SLO at c20 can still be the answer at c1. That exhaustive t
 tier's true best config and the configs within ``--tolerance`` of it. One seed is not enough:
 at some tiers a single measurement varies by about as much as the tolerance, so a one-seed
 "best" is largely the luckiest draw, and a search would be scored on finding that draw rather
-than the config. Then each method searches
-the same space for ``--seeds`` seeds, ``--budget`` launches each:
+than the config. Then each method searches the same space for ``--seeds`` seeds, ``--budget``
+launches each:
 
 - ``tune``: the study's default sampler (``tuner.optimizer``), one objective per tier, the
   loop's constraints (rules, engine, failed_requests, slo), the baseline first;

@@ -60,7 +60,7 @@ def test_a_config_missing_one_tiers_slo_is_a_candidate_at_the_others(se: ModuleT
 
 
 def rec2(c1: float, c20: float) -> dict:
-    return {"values": [c1, c20], "kind": None, "constraints": {"slo": 0.0}, "tier_ok": [1, 1]}
+    return {"values": [c1, c20], "kind": None, "constraints": {"slo": 0.0}, "tier_ok": [True, True]}
 
 
 def test_replicates_are_named_as_earlier_tables_hold_them(se: ModuleType) -> None:
