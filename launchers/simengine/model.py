@@ -49,9 +49,9 @@ from launchers.simengine.profile import MoeBackend, Profile
 
 # DeepGEMM's grouped GEMM needs at least this many rows per expert (its M alignment).
 DEEP_GEMM_MIN_ROWS = 128
-TP_SHARD_MOE_EFF = 0.8
+TP_SHARD_MOE_EFF = 0.8  # MoE GEMM efficiency with tensor-parallel-sharded experts
 # Prefill tokens from which a step pays the whole mixed-step cost (smaller chunks pay a share).
-MIXED_FULL_TOKENS = 4096  # MoE GEMM efficiency with tensor-parallel-sharded experts
+MIXED_FULL_TOKENS = 4096
 
 
 @dataclass(frozen=True)
