@@ -135,9 +135,15 @@ def _init_worker(
 def _measure(values: dict[str, Any], replicate: str) -> Record:
     config = render_engine_config(_W["space"], values, labels={"trial": replicate})
     out = _W["runner"].run(config, _W["dir"] / "trial")
-    tier_ok = [bool(out.tier_ok.get(str(c))) for c in _W["space"].workload.tiers]
-    rec = {"values": out.values, "constraints": out.constraints, "kind": out.failure_kind}
-    return {**rec, "tier_ok": tier_ok if out.tier_ok else []}
+    tiers = _W["space"].workload.tiers
+    # empty when nothing was measured (a refusal): feasible_at then reads the constraints
+    tier_ok = [bool(out.tier_ok.get(str(c))) for c in tiers] if out.tier_ok else []
+    return {
+        "values": out.values,
+        "constraints": out.constraints,
+        "kind": out.failure_kind,
+        "tier_ok": tier_ok,
+    }
 
 
 def _measure_job(job: tuple[str, dict[str, Any], str]) -> tuple[str, Record]:
