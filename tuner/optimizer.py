@@ -16,12 +16,11 @@ launches, steer every tier away from slow kernels. Mean launches over seeds 0-39
 40 (not reached counted as 50): 9.5/15.3/19.7/18.6/18.5, every tier 21.6; on the earlier truth
 12.4 at c1, the rest the same; there, without the escape for a stalled tier and with half the
 proposals optimistic, 12.4/15.8/21.3/18.2/18.2, every tier 22.5; with Thompson draws two knobs
-from the best, 13.3/19.6/23.0/20.7/20.3. Earlier, against a
-one-seed truth (10 seeds): additive 14/38/25/24/18.5, tpe-tiers 22.5/32/36.5/25/28.5, tpe
-(multi-objective) 18.5/45/41/33.5/36.5, nsga2 44/84/>100/75.5/73, random
-41.5/>100/>100/>100/>100, grid >100 everywhere; a linear failure model alone (no noisy-OR) was
-slower to c1. On an earlier simulator revision gp-tiers (torch) was no better than tpe-tiers at
-~10x the proposal cost.
+from the best, 13.3/19.6/23.0/20.7/20.3. Earlier, against a one-seed truth (10 seeds):
+additive 14/38/25/24/18.5, tpe-tiers 22.5/32/36.5/25/28.5, tpe (multi-objective)
+18.5/45/41/33.5/36.5, nsga2 44/84/>100/75.5/73, random 41.5/>100/>100/>100/>100, grid >100
+everywhere; a linear failure model alone (no noisy-OR) was slower to c1. On an earlier
+simulator revision gp-tiers (torch) was no better than tpe-tiers at ~10x the proposal cost.
 """
 
 from __future__ import annotations
