@@ -149,6 +149,12 @@ class TrialLoop:
             study.enqueue_trial(trial.params, user_attrs=requeue_attrs(trial))
 
 
+def lost_params(trial: FrozenTrial) -> dict[str, Any]:
+    """The config of a trial to queue again. A worker killed while writing the params of a
+    queued config leaves only some of them: the queue entry (``fixed_params``) has the rest."""
+    return {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+
+
 def requeue_attrs(trial: FrozenTrial) -> dict[str, Any]:
     attrs: dict[str, Any] = {"requeued_from": trial.number}
     for key in ("baseline", CONFIRM_ATTR):

@@ -23,6 +23,7 @@ from tuner.loop import (
     Report,
     TrialLoop,
     counts_toward_budget,
+    lost_params,
     requeue_attrs,
 )
 from tuner.sampling import suggest
@@ -257,5 +258,4 @@ class WorkerLoop:
             trial.set_user_attr("failure", why)
         frozen = self._tell(trial, TrialState.FAIL, None)
         if frozen is not None:
-            params = frozen.params or frozen.system_attrs.get("fixed_params") or {}
-            self.study.enqueue_trial(params, user_attrs=requeue_attrs(frozen))
+            self.study.enqueue_trial(lost_params(frozen), user_attrs=requeue_attrs(frozen))

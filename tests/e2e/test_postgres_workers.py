@@ -84,9 +84,9 @@ def test_three_workers_survive_a_killed_worker_and_a_database_restart(
     lost = study.trials[busy.number]
     assert lost.state == TrialState.FAIL
     again = [t for t in complete(study) if t.user_attrs.get("requeued_from") == lost.number]
-    # Killed between claiming an enqueued config and writing its params: the config is still
-    # known from the queue entry, and that is what runs again.
-    claimed = lost.params or lost.system_attrs.get("fixed_params")
+    # Killed after claiming an enqueued config, before (or while) writing its params: the
+    # config is still known from the queue entry, and that is what runs again.
+    claimed = {**lost.system_attrs.get("fixed_params", {}), **lost.params}
     assert len(again) == 1 and again[0].params == claimed
     assert not str(again[0].system_attrs[WORKER_ATTR]).startswith(
         f"{socket.gethostname()}:{victim.pid} "

@@ -23,7 +23,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from tests.tuner.conftest import write_yaml
-from tuner.loop import counts_toward_budget
+from tuner.loop import counts_toward_budget, lost_params
 from tuner.slots import SlotRequest
 from tuner.study import RunOptions, run_study
 from tuner.worker_loop import WORKER_ATTR
@@ -200,3 +200,21 @@ def test_a_killed_workers_trial_is_run_again_by_another(
     assert not (trials / f"{lost.number:04d}").exists()  # no half-written folder passes as whole
     assert staged.is_dir()
     assert (trials / f"{again[0].number:04d}" / "engine.json").exists()
+
+
+def test_a_config_lost_while_its_params_were_written_is_queued_whole() -> None:
+    """A worker killed between two ``suggest`` calls of a queued config leaves some params; the
+    queue entry has the rest, and the two together are what runs again."""
+    dist = optuna.distributions.CategoricalDistribution([8192, 16384])
+    fixed = {"budget": 16384, "seqs": 64, "threshold": 1024}
+    half = optuna.trial.create_trial(
+        state=TrialState.FAIL,
+        params={"budget": 16384},
+        distributions={"budget": dist},
+        system_attrs={"fixed_params": fixed},
+    )
+    assert lost_params(half) == fixed
+    proposed = optuna.trial.create_trial(
+        state=TrialState.FAIL, params={"budget": 8192}, distributions={"budget": dist}
+    )
+    assert lost_params(proposed) == {"budget": 8192}
