@@ -59,6 +59,16 @@ def test_launches_of_one_config_are_pooled_and_copies_are_not() -> None:
     assert c1.noise_cv is not None and c1.noise_cv > 0
 
 
+def test_a_config_that_misses_one_tiers_slo_is_still_the_answer_at_another() -> None:
+    t = Trials()
+    t.add(8192, 30.0, 100.0, baseline=True)
+    fast_c1 = t.add(131072, 20.0, 80.0, feasible=False, tier_ok={"1": True, "8": False})
+    steady = t.add(32768, 25.0, 90.0)
+    c1, c8 = recommend(t.all, P99, [1, 8])
+    assert c1.trial == fast_c1  # commands.md: "served every request of that tier and met its SLOs"
+    assert c8.trial == steady
+
+
 def test_one_lucky_launch_does_not_outrank_a_confirmed_config() -> None:
     t = Trials()
     base = t.add(8192, 30.0, 100.0, baseline=True)

@@ -68,7 +68,8 @@ def _intro(export: Export) -> str:
         f"{data.space.engine.name} {data.space.engine.version} serving "
         f"`{data.space.engine.model}` on {data.space.hardware or 'unspecified hardware'}; "
         f"each tier's config minimises {obj.description} ({obj.name}) "
-        "among the configs that met every constraint."
+        "among the configs that served every request of that tier and met its SLOs "
+        "(a config that misses an SLO at one tier can still be another tier's answer)."
     )
     if obj.direction == "maximize":
         text = text.replace("minimises", "maximises")
