@@ -23,7 +23,9 @@ A launch shows a method one noisy draw: one of the replicates, picked at random 
 in ``tune run``, configs that break a rule and configs rendering to a launch already made cost
 no launch. After each launch a method's pick for a tier is its best observed value among the
 launches feasible at that tier; the figure is the number of launches until that pick is truly
-(replicate mean) within the tolerance of the tier's best.
+(replicate mean) within the tolerance of the tier's best. The table prints each method's
+median over seeds, random's median over tune's, and that ratio's 90% interval when the seeds
+are resampled (bootstrap): with ten seeds a ratio near a bar can sit well inside its noise.
 Measurements are cached under results/bench/ keyed by the engine config the simulator
 resolves, the workload and the simulator's source, so reruns skip the exhaustive sweep.
 
@@ -426,7 +428,10 @@ def results_table(
         "",
         f"median launches to come within {args.tolerance:.0%} of each tier's best "
         f"(>{args.budget}: not reached by half the seeds)",
-        f"{'tier':>6}" + "".join(f"{m:>10}" for m in methods) + f"{'random/tune':>13}",
+        f"{'tier':>6}"
+        + "".join(f"{m:>10}" for m in methods)
+        + f"{'random/tune':>13}"
+        + f"{'90% interval':>16}",
     ]
     rows: list[tuple[str, list[list[int | None]]]] = []
     for i, tier in enumerate(space.workload.tiers):
@@ -448,8 +453,9 @@ def results_table(
         meds = [median_cell(c, args.budget) for c in cells]
         line = f"{label:>6}" + "".join(f"{text:>10}" for _, text in meds)
         if "tune" in methods and "random" in methods:
-            t, r = meds[methods.index("tune")][0], meds[methods.index("random")][0]
-            line += f"{ratio(r, t, args.budget):>13}"
+            t, r = methods.index("tune"), methods.index("random")
+            line += f"{ratio(meds[r][0], meds[t][0], args.budget):>13}"
+            line += f"{ratio_interval(cells[t], cells[r]):>16}"
         out.append(line)
     out += [
         "",
@@ -473,6 +479,24 @@ def ratio(random: float, tune: float, budget: int) -> str:
     if math.isinf(tune):
         return "-"
     return f"{random / tune:.1f}x" if math.isfinite(random) else f">{budget / tune:.1f}x"
+
+
+def ratio_interval(
+    tune: Sequence[int | None], random: Sequence[int | None], draws: int = 2000, level: float = 0.9
+) -> str:
+    """The central ``level`` interval of the random/tune ratio of medians when each method's
+    seeds are resampled with replacement: with ten seeds a median moves by several launches,
+    so a ratio near a bar is read against this ("inf": random's median not reached)."""
+    rng = np.random.default_rng(0)
+    t, r = (
+        np.array([math.inf if c is None else c for c in x], dtype=float) for x in (tune, random)
+    )
+    med_t = np.median(rng.choice(t, (draws, t.size)), axis=1)
+    med_r = np.median(rng.choice(r, (draws, r.size)), axis=1)
+    with np.errstate(invalid="ignore"):  # inf / inf where neither reached: counted as 0
+        ratios = np.where(np.isinf(med_t), 0.0, med_r / med_t)
+    bounds = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    return "..".join("inf" if math.isinf(b) else f"{b:.1f}x" for b in bounds)
 
 
 def _worst(counts: Sequence[int | None]) -> int | None:

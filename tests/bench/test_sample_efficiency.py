@@ -31,6 +31,16 @@ def test_spread_shows_quartiles_and_censored_seeds(se: ModuleType) -> None:
     assert se.median_cell([None, None, 4], 50) == (float("inf"), ">50")
 
 
+def test_ratio_interval_is_narrow_for_steady_seeds_and_wide_for_scattered_ones(
+    se: ModuleType,
+) -> None:
+    assert se.ratio_interval([10] * 10, [30] * 10) == "3.0x..3.0x"
+    lo, hi = se.ratio_interval([5, 14] * 5, [8, 48] * 5).split("..")
+    assert float(lo[:-1]) < 1.0 and float(hi[:-1]) > 5.0  # 8/14 .. 48/5
+    assert se.ratio_interval([10] * 6, [None] * 6) == "inf..inf"
+    assert se.ratio_interval([None] * 6, [20] * 6) == "0.0x..0.0x"
+
+
 def test_true_value_is_the_mean_over_engine_seeds(se: ModuleType) -> None:
     table = {
         "a|x": rec(10.0), "b|x": rec(12.0),
