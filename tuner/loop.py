@@ -145,8 +145,8 @@ class TrialLoop:
     def _requeue(self, study: optuna.Study, trial: FrozenTrial) -> None:
         # The config was not at fault: measure it again rather than lose it.
         self.infra_streak += 1
-        if trial.params:
-            study.enqueue_trial(trial.params, user_attrs=requeue_attrs(trial))
+        if params := lost_params(trial):
+            study.enqueue_trial(params, user_attrs=requeue_attrs(trial))
 
 
 def lost_params(trial: FrozenTrial) -> dict[str, Any]:
