@@ -24,7 +24,8 @@ budget) is kept out of the better region by the failure models, and local draws 
 
 Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
 plus the one-knob neighbours of every measured config; configs already measured or running are not
-proposed again, and configs the space's rules forbid not at all.
+proposed again (from the first proposal on: before any trial has finished, the running trials'
+knobs are the search space), and configs the space's rules forbid not at all.
 """
 
 from __future__ import annotations
@@ -74,7 +75,13 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
     def infer_relative_search_space(
         self, study: optuna.Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
-        return self.space.calculate(study)
+        if space := self.space.calculate(study):
+            return space
+        # Nothing finished yet (a second worker joins while the first launch runs): the running
+        # trials' knobs, so the proposal already skips the configs they are measuring.
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        widest = max(running, key=lambda t: len(t.distributions), default=None)
+        return dict(widest.distributions) if widest is not None else {}
 
     def sample_independent(
         self,

@@ -93,6 +93,16 @@ def test_never_launches_a_config_twice() -> None:
     assert max(keys.values()) == 1
 
 
+def test_a_config_still_running_is_not_proposed_before_any_trial_finished() -> None:
+    """A second worker asks while the first launch runs: it must not measure the same config."""
+    for seed in range(10):
+        study = optuna.create_study(sampler=AdditiveSampler(seed=seed))
+        first = study.ask()
+        first.suggest_categorical("x", [1, 2])
+        second = study.ask()
+        assert second.suggest_categorical("x", [1, 2]) != first.params["x"]
+
+
 def test_learns_where_configs_fail() -> None:
     study = run(40)
     late = study.trials[20:]
