@@ -145,14 +145,29 @@ class TrialLoop:
     def _requeue(self, study: optuna.Study, trial: FrozenTrial) -> None:
         # The config was not at fault: measure it again rather than lose it.
         self.infra_streak += 1
-        if params := lost_params(trial):
-            study.enqueue_trial(params, user_attrs=requeue_attrs(trial))
+        requeue(study, trial)
 
 
 def lost_params(trial: FrozenTrial) -> dict[str, Any]:
-    """The config of a trial to queue again. A worker killed while writing the params of a
-    queued config leaves only some of them: the queue entry (``fixed_params``) has the rest."""
-    return {**trial.system_attrs.get("fixed_params", {}), **trial.params}
+    """The config of a lost trial to queue again, when it is known whole; else ``{}``.
+
+    A queued config's entry (``fixed_params``) holds all of it, even when the worker was killed
+    between two ``suggest`` calls. A sampled config is whole once its engine command was built
+    (``fingerprint``); before that the worker died mid-sampling, nothing was launched, and the
+    params written so far are a fragment of a proposal, not a config to measure."""
+    if (fixed := trial.system_attrs.get("fixed_params")) is not None:
+        return {**fixed, **trial.params}
+    return dict(trial.params) if "fingerprint" in trial.user_attrs else {}
+
+
+def requeue(study: optuna.Study, trial: FrozenTrial, **attrs: Any) -> None:
+    """Queue ``trial``'s config again, marked ``requeued_from``; ``attrs`` add user attrs.
+
+    A trial lost before its config was known whole launched nothing: queueing a fragment would
+    pass a fresh sample off as a re-run, so nothing is queued (the budget counts finished
+    trials, and a new sample fills the place)."""
+    if params := lost_params(trial):
+        study.enqueue_trial(params, user_attrs={**requeue_attrs(trial), **attrs})
 
 
 def requeue_attrs(trial: FrozenTrial) -> dict[str, Any]:

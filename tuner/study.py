@@ -19,7 +19,7 @@ from tuner.confirm import run_confirmations
 from tuner.context import RunOptions, StudyContext, StudySummary, open_study, prepare
 from tuner.errors import InfraError
 from tuner.export import export_study
-from tuner.loop import Report, TrialLoop, finished_count, requeue_attrs, write_tables
+from tuner.loop import Report, TrialLoop, finished_count, requeue, write_tables
 from tuner.recommend import format_recommendations
 from tuner.slots import plan_slots
 
@@ -94,4 +94,4 @@ def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
     requeued = {t.user_attrs.get("requeued_from") for t in trials}
     for t in trials:
         if t.user_attrs.get("interrupted") and t.number not in requeued:
-            study.enqueue_trial(t.params, user_attrs=requeue_attrs(t))
+            requeue(study, t)

@@ -32,7 +32,7 @@ from optuna.trial import FrozenTrial
 
 from tuner.context import RunOptions, StudyContext, open_study, prepare
 from tuner.errors import StudyError
-from tuner.loop import Report, TrialLoop, lost_params, requeue_attrs, write_tables
+from tuner.loop import Report, TrialLoop, requeue, write_tables
 from tuner.results import write_atomic
 from tuner.slots import Slot, SlotRequest, plan_slots
 from tuner.storage import StorageSettings, open_storage
@@ -140,8 +140,7 @@ def _settle_budget(study: optuna.Study, asked: int | None, default: int) -> int:
 
 def requeue_lost(study: optuna.Study, trial: FrozenTrial) -> None:
     """Heartbeat-stale callback: the config of a dead worker's trial is queued again."""
-    attrs = {**requeue_attrs(trial), "requeue_reason": "worker lost (no heartbeat)"}
-    study.enqueue_trial(lost_params(trial), user_attrs=attrs)
+    requeue(study, trial, requeue_reason="worker lost (no heartbeat)")
 
 
 def identity(slot: Slot | None) -> str:

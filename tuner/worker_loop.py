@@ -23,8 +23,7 @@ from tuner.loop import (
     Report,
     TrialLoop,
     counts_toward_budget,
-    lost_params,
-    requeue_attrs,
+    requeue,
 )
 from tuner.sampling import suggest
 from tuner.storage_proxy import ResilientStorage
@@ -258,4 +257,4 @@ class WorkerLoop:
             trial.set_user_attr("failure", why)
         frozen = self._tell(trial, TrialState.FAIL, None)
         if frozen is not None:
-            self.study.enqueue_trial(lost_params(frozen), user_attrs=requeue_attrs(frozen))
+            requeue(self.study, frozen)

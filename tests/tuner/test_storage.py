@@ -103,12 +103,19 @@ def test_is_transient_sees_through_optuna_wrapping() -> None:
     assert not is_transient(integrity)
 
 
+def launched(study: optuna.Study) -> optuna.Trial:
+    """A trial whose config is whole: its params are written and its engine command built."""
+    trial = study.ask()
+    trial.suggest_int("x", 0, 9)
+    trial.set_user_attr("fingerprint", f"--x {trial.params['x']}")
+    return trial
+
+
 def test_journal_heartbeats_fail_and_requeue_a_dead_workers_trial(tmp_path: Path) -> None:
     url = f"journal:{tmp_path / 'journal.log'}"
     storage = open_storage(url, StorageSettings(heartbeat_s=1, grace_s=2), requeue_lost)
     study = optuna.create_study(study_name="s", storage=storage)
-    trial = study.ask()
-    trial.suggest_int("x", 0, 9)
+    trial = launched(study)
     storage.record_heartbeat(trial._trial_id)
     fail_stale_trials(study)
     assert study.trials[0].state == TrialState.RUNNING  # fresh heartbeat: alive
@@ -125,12 +132,27 @@ def test_a_trial_whose_worker_died_before_its_first_beat_is_failed_too(tmp_path:
     url = f"journal:{tmp_path / 'journal.log'}"
     storage = open_storage(url, StorageSettings(heartbeat_s=1, grace_s=2), requeue_lost)
     study = optuna.create_study(study_name="s", storage=storage)
-    study.ask().suggest_int("x", 0, 9)  # claimed, then its worker died: no heartbeat ever
+    launched(study)  # claimed, then its worker died: no heartbeat ever
     fail_stale_trials(study)
     assert study.trials[0].state == TrialState.RUNNING  # younger than one grace: left alone
     time.sleep(2.3)
     fail_stale_trials(study)
     assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING]
+
+
+def test_a_trial_lost_while_its_config_was_sampled_is_not_queued_again(tmp_path: Path) -> None:
+    """Killed between two ``suggest`` calls of its own proposal: nothing was launched and the
+    config is not known whole, so nothing is queued (a fragment would be re-run as a fresh
+    sample passed off as this trial)."""
+    url = f"journal:{tmp_path / 'journal.log'}"
+    storage = open_storage(url, StorageSettings(heartbeat_s=1, grace_s=2), requeue_lost)
+    study = optuna.create_study(study_name="s", storage=storage)
+    trial = study.ask()
+    trial.suggest_int("x", 0, 9)
+    storage.record_heartbeat(trial._trial_id)
+    time.sleep(2.3)
+    fail_stale_trials(study)
+    assert [t.state for t in study.trials] == [TrialState.FAIL]
 
 
 def test_stale_checks_pause_for_one_grace_after_an_outage(tmp_path: Path) -> None:

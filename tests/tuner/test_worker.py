@@ -204,7 +204,8 @@ def test_a_killed_workers_trial_is_run_again_by_another(
 
 def test_a_config_lost_while_its_params_were_written_is_queued_whole() -> None:
     """A worker killed between two ``suggest`` calls of a queued config leaves some params; the
-    queue entry has the rest, and the two together are what runs again."""
+    queue entry has the rest, and the two together are what runs again. A sampled config is
+    known whole once its engine command was built; before that, no config is known at all."""
     dist = optuna.distributions.CategoricalDistribution([8192, 16384])
     fixed = {"budget": 16384, "seqs": 64, "threshold": 1024}
     half = optuna.trial.create_trial(
@@ -214,7 +215,14 @@ def test_a_config_lost_while_its_params_were_written_is_queued_whole() -> None:
         system_attrs={"fixed_params": fixed},
     )
     assert lost_params(half) == fixed
-    proposed = optuna.trial.create_trial(
-        state=TrialState.FAIL, params={"budget": 8192}, distributions={"budget": dist}
-    )
-    assert lost_params(proposed) == {"budget": 8192}
+
+    def proposed(**user_attrs: Any) -> FrozenTrial:
+        return optuna.trial.create_trial(
+            state=TrialState.FAIL,
+            params={"budget": 8192},
+            distributions={"budget": dist},
+            user_attrs=user_attrs,
+        )
+
+    assert lost_params(proposed(fingerprint="--max-num-batched-tokens 8192")) == {"budget": 8192}
+    assert lost_params(proposed()) == {}
