@@ -16,6 +16,10 @@ A trial's fate decides what happens next:
 - Ctrl-C / SIGTERM: engine stopped, FAIL with ``interrupted``, config queued again at once;
 - its worker killed or its node lost: no heartbeat for ``grace_s``, so another worker fails it
   and queues its config again; if the lost worker comes back its late result is refused.
+
+A config is queued again only when it is known whole (``tuner.loop.lost_params``): a trial
+lost while its own proposal was still being written launched nothing, and a fresh sample takes
+its place in the budget.
 """
 
 from __future__ import annotations
