@@ -26,6 +26,9 @@ from tuner.trial import CONSTRAINT_KEYS, TrialOutcome, TrialRunner, infeasible
 Report = Callable[[str], None]
 MAX_CONSECUTIVE_INFRA_FAILURES = 3
 MAX_CONSECUTIVE_FREE_TRIALS = 50
+# The launch a config renders to, set once its params are all written and before any launch:
+# it identifies twins, and tells lost_params that a sampled config was known whole.
+FINGERPRINT_ATTR = "fingerprint"
 
 
 class TrialLoop:
@@ -68,7 +71,7 @@ class TrialLoop:
             return out
         labels = {"study": self.ctx.name, "trial": str(trial.number)}
         config = render_engine_config(self.ctx.space, values, labels=labels)
-        trial.set_user_attr("fingerprint", config.fingerprint())
+        trial.set_user_attr(FINGERPRINT_ATTR, config.fingerprint())
         trial.set_user_attr("engine_command", config.shell_command())
         fresh = trial.user_attrs.get(CONFIRM_ATTR) is not None  # a re-measurement is asked for
         if not fresh and (twin := self._measured_twin(trial, config.fingerprint())) is not None:
@@ -94,7 +97,7 @@ class TrialLoop:
         # Distinct parameter values can render to the same launch (an 'off' value makes other
         # parameters irrelevant): such a launch is measured once, not paid for again.
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            same = t.number != trial.number and t.user_attrs.get("fingerprint") == fingerprint
+            same = t.number != trial.number and t.user_attrs.get(FINGERPRINT_ATTR) == fingerprint
             if same and t.user_attrs.get("failure_kind") != "rules":
                 return t
         return None
@@ -153,11 +156,11 @@ def lost_params(trial: FrozenTrial) -> dict[str, Any]:
 
     A queued config's entry (``fixed_params``) holds all of it, even when the worker was killed
     between two ``suggest`` calls. A sampled config is whole once its engine command was built
-    (``fingerprint``); before that the worker died mid-sampling, nothing was launched, and the
-    params written so far are a fragment of a proposal, not a config to measure."""
+    (``FINGERPRINT_ATTR``); before that the worker died mid-sampling, nothing was launched, and
+    the params written so far are a fragment of a proposal, not a config to measure."""
     if (fixed := trial.system_attrs.get("fixed_params")) is not None:
         return {**fixed, **trial.params}
-    return dict(trial.params) if "fingerprint" in trial.user_attrs else {}
+    return dict(trial.params) if FINGERPRINT_ATTR in trial.user_attrs else {}
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, **attrs: Any) -> None:

@@ -16,6 +16,7 @@ from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from tuner.errors import StudyError
+from tuner.loop import FINGERPRINT_ATTR
 from tuner.storage import (
     StorageSettings,
     backend_of,
@@ -107,7 +108,7 @@ def launched(study: optuna.Study) -> optuna.Trial:
     """A trial whose config is whole: its params are written and its engine command built."""
     trial = study.ask()
     trial.suggest_int("x", 0, 9)
-    trial.set_user_attr("fingerprint", f"--x {trial.params['x']}")
+    trial.set_user_attr(FINGERPRINT_ATTR, f"--x {trial.params['x']}")
     return trial
 
 

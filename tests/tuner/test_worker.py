@@ -23,7 +23,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from tests.tuner.conftest import write_yaml
-from tuner.loop import counts_toward_budget, lost_params
+from tuner.loop import FINGERPRINT_ATTR, counts_toward_budget, lost_params
 from tuner.slots import SlotRequest
 from tuner.study import RunOptions, run_study
 from tuner.worker_loop import WORKER_ATTR
@@ -224,5 +224,6 @@ def test_a_config_lost_while_its_params_were_written_is_queued_whole() -> None:
             user_attrs=user_attrs,
         )
 
-    assert lost_params(proposed(fingerprint="--max-num-batched-tokens 8192")) == {"budget": 8192}
+    built = proposed(**{FINGERPRINT_ATTR: "--max-num-batched-tokens 8192"})
+    assert lost_params(built) == {"budget": 8192}
     assert lost_params(proposed()) == {}
