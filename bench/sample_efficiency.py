@@ -194,6 +194,9 @@ def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record
             rec = seen[fingerprint]
         for name, value in rec["constraints"].items():
             trial.set_constraint(name, value)
+        if rec.get("tier_ok"):  # as tune run records it: the sampler reads feasibility per tier
+            tiers = space.workload.tiers
+            trial.set_user_attr("tier_ok", dict(zip(map(str, tiers), rec["tier_ok"], strict=True)))
         return list(rec["values"])
 
     for _ in range(budget * 20):  # rules and duplicates are free, but bounded

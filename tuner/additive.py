@@ -2,13 +2,14 @@
 
 A study has one objective per concurrency tier; trial ``n`` looks for the best config of tier
 ``n mod tiers`` (every launch still measures, and teaches, every tier). For that tier it fits
-``tuner.surrogate.BayesLinear`` to the log of every feasible trial's values at *all* tiers,
-with effects shared by the tiers plus effects of the target tier alone: a kernel that is 10%
-faster is 10% faster at every tier, while the best token budget depends on the tier. Two
-failure models, on every finished trial, learn which configs are refused, crash or miss an
-SLO: a noisy-OR over knob values and pairs (``tuner.failures``) and a linear model of the 0/1
-outcome; candidates both expect to fail are not proposed. Until two configs have worked, the
-launch is the one least likely to fail under a posterior draw of the noisy-OR model.
+``tuner.surrogate.BayesLinear`` to the log of the trials' values at *all* tiers (each at the
+tiers it was feasible at), with effects shared by the tiers plus effects of the target tier
+alone: a kernel that is 10% faster is 10% faster at every tier, while the best token budget
+depends on the tier. Two failure models, on every finished trial, learn which configs are
+refused, crash or miss an SLO (at the target tier): a noisy-OR over knob values and pairs
+(``tuner.failures``) and a linear model of the 0/1 outcome; candidates both expect to fail are
+not proposed. Until two configs have worked, the launch is the one least likely to fail under
+a posterior draw of the noisy-OR model.
 
 Proposals alternate at random between two moves:
 - a Thompson draw from the posterior, among candidates ``RADIUS`` knob from the best configs
@@ -21,6 +22,15 @@ A tier whose best has not improved for ``STALE_AFTER`` trials gets the optimisti
 time, under the looser ``STALE_LIMIT``: a search that settled early in a region (a value
 blamed for a crash that only one of its combinations causes, say a MoE kernel at a large token
 budget) is kept out of the better region by the failure models, and local draws do not leave.
+
+Until every choice of every unordered knob (attention backend, MoE backend, ...) has been
+launched once, each proposal launches one not yet launched, by the Thompson move near the best
+configs: a choice never measured has only the prior, which ranks it below any value measured
+good, so the kernel that is best everywhere could otherwise wait a dozen launches for its turn.
+
+A trial that missed one tier's SLO (TTFT at c20, say) still teaches the tiers it was feasible
+at, when it records feasibility per tier (the ``tier_ok`` user attr ``tune run`` sets): it is a
+row of those tiers' objective data and a failure only for the tiers it failed.
 
 Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
 plus the one-knob neighbours of every measured config; configs already measured or running are not
@@ -43,7 +53,13 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.failures import FailureModel, Ingredients
-from tuner.surrogate import BayesLinear, Encoder, enumerate_points, product_size
+from tuner.surrogate import (
+    BayesLinear,
+    Encoder,
+    enumerate_points,
+    numeric_choices,
+    product_size,
+)
 
 Allowed = Callable[[dict[str, Any]], bool]
 MAX_ENUMERATED = 20_000
@@ -61,7 +77,13 @@ RADIUS = 1  # ... this many changed knobs, at first; measured against 2 in the o
 class AdditiveSampler(optuna.samplers.BaseSampler):
     """Per-tier Thompson / optimistic sampler; see the module docstring."""
 
-    def __init__(self, seed: int | None = None, allowed: Allowed | None = None) -> None:
+    def __init__(
+        self,
+        seed: int | None = None,
+        allowed: Allowed | None = None,
+        tiers: Sequence[int] | None = None,
+    ) -> None:
+        self.tiers = list(tiers) if tiers is not None else None
         self.rng = np.random.default_rng(seed)
         self.allowed = allowed or (lambda point: True)
         self.fallback = RandomSampler(seed=seed)
@@ -112,11 +134,14 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         ]
         if not pool:
             return {}  # everything measured: the random fallback samples each knob
+        fresh = covering(pool, [*done, *running], search_space)
         if not done:
-            return pool[int(self.rng.integers(len(pool)))]
-        data = Observed(done, study.directions, trial.number % len(study.directions))
+            return fresh[int(self.rng.integers(len(fresh)))]
+        data = Observed(done, study.directions, trial.number % len(study.directions), self.tiers)
         greedy = bool(self.rng.random() < GREEDY_SHARE)
         stuck = data.stale() >= STALE_AFTER
+        if len(fresh) < len(pool):  # a choice never launched yet: measure it next to the best
+            pool, greedy, stuck = fresh, False, False
         dist = None if greedy or stuck else distance_to_best(pool, data.best(TOP_K), search_space)
         limit = STALE_LIMIT if stuck else RISK_LIMIT
         return pool[self._pick(Encoder(search_space), data, pool, dist, limit)]
@@ -149,7 +174,7 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
             if data.ok.all():
                 return int(self.rng.choice(np.flatnonzero(region)))
             return least_risky  # under a draw of where configs work
-        model = BayesLinear(*data.design(main[data.ok], pairs[data.ok]), hyper=self._hyper(data))
+        model = BayesLinear(*data.design(main, pairs), hyper=self._hyper(data))
         self._fits[data.tier] = (int(data.ok.sum()), model.hyper)
         blocks = [*cand, *cand] if len(data.directions) > 1 else cand
         if dist is None:  # optimism in the face of uncertainty: values never tried get their turn
@@ -189,23 +214,33 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
 
 
 class Observed:
-    """The finished trials as the models see them, for one target tier."""
+    """The finished trials as the models see them, for one target tier: ``ok_at`` holds, per
+    trial and tier, whether that value is one to learn from (``tiers`` names the tiers' keys in
+    the trials' ``tier_ok`` user attr); ``ok`` is the target tier's column."""
 
     def __init__(
-        self, trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection], tier: int
+        self,
+        trials: Sequence[FrozenTrial],
+        directions: Sequence[StudyDirection],
+        tier: int,
+        tiers: Sequence[int] | None = None,
     ) -> None:
         self.trials, self.directions, self.tier = list(trials), list(directions), tier
-        self.ok = np.array([_feasible(t) and all(map(_finite, t.values)) for t in self.trials])
-        good = [t.values for t, ok in zip(self.trials, self.ok, strict=True) if ok]
-        cols = np.array(good, dtype=float).reshape(len(good), len(self.directions)).T
-        self.y = np.array(
-            [objective_targets(c, d) for c, d in zip(cols, self.directions, strict=True)]
-        ).T
+        self.ok_at = np.array(
+            [_ok_at(t, len(self.directions), tiers) for t in self.trials], dtype=bool
+        ).reshape(len(self.trials), len(self.directions))
+        self.ok = self.ok_at[:, tier]
+        self.y = np.full(self.ok_at.shape, np.nan)
+        for i, direction in enumerate(self.directions):
+            rows = self.ok_at[:, i]
+            values = [self.trials[j].values[i] for j in np.flatnonzero(rows)]
+            self.y[rows, i] = objective_targets(values, direction)
 
     def best(self, k: int) -> list[FrozenTrial]:
-        """The ``k`` best feasible trials at the target tier."""
-        good = [t for t, ok in zip(self.trials, self.ok, strict=True) if ok]
-        return [good[i] for i in np.argsort(self.y[:, self.tier])[:k]] if good else []
+        """The ``k`` best trials feasible at the target tier."""
+        good = np.flatnonzero(self.ok)
+        order = good[np.argsort(self.y[good, self.tier])]
+        return [self.trials[j] for j in order[:k]]
 
     def stale(self) -> int:
         """Trials finished since the target tier's best feasible one (0 before any): how long
@@ -213,19 +248,32 @@ class Observed:
         good = np.flatnonzero(self.ok)
         if not len(good):
             return 0
-        return len(self.trials) - 1 - int(good[np.argmin(self.y[:, self.tier])])
+        return len(self.trials) - 1 - int(good[np.argmin(self.y[good, self.tier])])
 
     def design(self, main: np.ndarray, pairs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """Feature blocks and targets: one row per (feasible trial, tier), each tier's targets
-        centred; the target tier's rows also fill its own copy of the blocks."""
+        """Feature blocks and targets: one row per (trial, tier it was feasible at), each
+        tier's targets centred; the target tier's rows also fill its own copy of the blocks."""
         if len(self.directions) == 1:
-            return [main, pairs], self.y[:, 0]
-        n, tiers = self.y.shape
-        centred = self.y - self.y.mean(axis=0)
-        mine = np.repeat(np.arange(tiers) == self.tier, n)[:, None]
-        rows_main, rows_pairs = np.tile(main, (tiers, 1)), np.tile(pairs, (tiers, 1))
+            return [main[self.ok], pairs[self.ok]], self.y[self.ok, 0]
+        tier, trial = np.nonzero(self.ok_at.T)
+        counts = np.maximum(self.ok_at.sum(axis=0), 1)
+        centred = self.y - np.nansum(self.y, axis=0) / counts
+        mine = (tier == self.tier)[:, None]
+        rows_main, rows_pairs = main[trial], pairs[trial]
         blocks = [rows_main, rows_pairs, rows_main * mine, rows_pairs * mine]
-        return blocks, centred.T.reshape(-1)
+        return blocks, centred[trial, tier]
+
+
+def _ok_at(t: FrozenTrial, n: int, tiers: Sequence[int] | None) -> list[bool]:
+    """Per tier, whether the trial's value there is one to learn from: finite, and feasible
+    at that tier (its own SLOs met, every request served) when the trial says so per tier,
+    else feasible as a whole."""
+    finite = [_finite(v) for v in (t.values or [None] * n)]
+    tier_ok = t.user_attrs.get("tier_ok")
+    if tiers is not None and tier_ok and len(tiers) == n:
+        return [f and bool(tier_ok.get(str(c))) for f, c in zip(finite, tiers, strict=True)]
+    whole = _feasible(t) and all(finite)
+    return [whole] * n
 
 
 def objective_targets(
@@ -307,3 +355,22 @@ def _finite(value: float | None) -> bool:
 
 def _key(params: Mapping[str, Any], space: Mapping[str, BaseDistribution]) -> tuple[Any, ...]:
     return tuple(repr(params.get(n)) for n in space)
+
+
+def covering(
+    pool: list[dict[str, Any]],
+    launched: Sequence[FrozenTrial],
+    space: Mapping[str, BaseDistribution],
+) -> list[dict[str, Any]]:
+    """The candidates that launch a choice of an unordered knob (a kernel, a backend) that no
+    trial has launched yet; all of ``pool`` once every choice has been. Ordered knobs are left
+    out: their rank feature lets one launch teach its neighbours, an unordered choice's
+    effect is known from its own launches only."""
+    names = [
+        n
+        for n, d in space.items()
+        if isinstance(d, CategoricalDistribution) and not numeric_choices(d.choices)
+    ]
+    seen = {(n, repr(t.params[n])) for t in launched for n in names if n in t.params}
+    gain = [any((n, repr(p[n])) not in seen for n in names) for p in pool]
+    return [p for p, g in zip(pool, gain, strict=True) if g] if any(gain) else pool

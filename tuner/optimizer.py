@@ -59,7 +59,9 @@ def _tpe_tiers(space: Space) -> optuna.samplers.BaseSampler:
 
 def _additive(space: Space) -> optuna.samplers.BaseSampler:
     return AdditiveSampler(
-        seed=space.study.seed, allowed=lambda point: not violated_rules(space, point)
+        seed=space.study.seed,
+        allowed=lambda point: not violated_rules(space, point),
+        tiers=space.workload.tiers,
     )
 
 

@@ -77,14 +77,14 @@ def _categorical(dist: CategoricalDistribution, value: Any) -> np.ndarray:
     onehot = np.zeros(k)
     if value is not None:
         onehot[int(dist.to_internal_repr(value))] = 1.0
-    if not _numeric_choices(dist.choices):
+    if not numeric_choices(dist.choices):
         return onehot
     ranks = sorted({float(c) for c in dist.choices})  # type: ignore[arg-type]
     rank = ranks.index(float(value)) / max(len(ranks) - 1, 1) if value is not None else 0.0
     return np.append(onehot, rank)
 
 
-def _numeric_choices(choices: Sequence[Any]) -> bool:
+def numeric_choices(choices: Sequence[Any]) -> bool:
     return all(isinstance(c, int | float) and not isinstance(c, bool) for c in choices)
 
 

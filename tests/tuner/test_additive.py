@@ -7,7 +7,8 @@ from collections import Counter
 
 import numpy as np
 import optuna
-from optuna.trial import TrialState
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
 
 from tuner.additive import (
     RISK_LIMIT,
@@ -15,6 +16,7 @@ from tuner.additive import (
     STALE_LIMIT,
     AdditiveSampler,
     Observed,
+    covering,
     distance_to_best,
     knob_values,
     trust_region,
@@ -227,3 +229,54 @@ def test_a_stuck_tier_gets_the_optimistic_move_under_the_looser_limit() -> None:
     assert {s[1] for s in seen[:STALE_AFTER]} == {RISK_LIMIT}
     assert any(not greedy for greedy, _ in seen[:STALE_AFTER])  # local draws still happen
     assert seen[STALE_AFTER:] == [(True, STALE_LIMIT)] * 5
+
+
+def launched(kernel: str, budget: int, values: list[float], **attrs: object) -> FrozenTrial:
+    space = {"kernel": CategoricalDistribution(KERNELS), "budget": CategoricalDistribution(BUDGETS)}
+    slo = {"constraints:slo": 1.0} if attrs.pop("missed_slo", False) else {}
+    return optuna.trial.create_trial(
+        params={"kernel": kernel, "budget": budget},
+        distributions=space,
+        values=values,
+        system_attrs=slo,
+        user_attrs=dict(attrs),
+    )
+
+
+def test_covering_keeps_the_candidates_that_launch_a_choice_never_launched() -> None:
+    space = {"kernel": CategoricalDistribution(KERNELS), "budget": CategoricalDistribution(BUDGETS)}
+    pool = [{"kernel": k, "budget": b} for k in KERNELS for b in BUDGETS]
+    kept = covering(pool, [launched("slow", 8192, [1.0])], space)
+    assert {p["kernel"] for p in kept} == {"fast", "fastest"}
+    # budgets are ordered (one launch teaches its neighbours through the rank), so not covered
+    assert len(kept) == 2 * len(BUDGETS)
+    every_kernel = [launched(k, 8192, [1.0]) for k in KERNELS]
+    assert covering(pool, every_kernel, space) == pool
+
+
+def test_every_choice_of_a_kernel_is_launched_early() -> None:
+    """A kernel never launched is judged by the prior alone, which ranks it below any value
+    measured good: the first launches give each choice its one measurement."""
+    for seed in range(5):
+        study = run(3, seed)
+        assert {t.params["kernel"] for t in study.trials} == set(KERNELS), seed
+
+
+def test_a_trial_that_missed_one_tiers_slo_still_teaches_the_other_tiers() -> None:
+    directions = [optuna.study.StudyDirection.MINIMIZE] * 2
+    ok_at_c1 = {"tier_ok": {"1": True, "20": False}}
+    trials = [
+        launched("fast", 8192, [2.0, 50.0], **ok_at_c1, missed_slo=True),
+        launched("slow", 8192, [3.0, 40.0], tier_ok={"1": True, "20": True}),
+    ]
+    c1, c20 = (Observed(trials, directions, i, tiers=[1, 20]) for i in (0, 1))
+    assert c1.ok.tolist() == [True, True] and c20.ok.tolist() == [False, True]
+    assert c1.best(1)[0].params["kernel"] == "fast"  # the c20 SLO miss does not hide it at c1
+    assert c20.best(2) == [trials[1]]
+    main = np.eye(2)
+    blocks, y = c1.design(main, main)
+    assert len(y) == 3 and all(
+        len(b) == 3 for b in blocks
+    )  # rows: both trials at c1, the second at c20 only
+    # without per-tier feasibility the whole trial counts: an SLO miss anywhere hides it
+    assert Observed(trials, directions, 0).ok.tolist() == [False, True]

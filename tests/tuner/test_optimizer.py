@@ -11,9 +11,10 @@ import pytest
 from optuna.trial import TrialState
 
 from tests.tuner.conftest import write_yaml
+from tuner.additive import AdditiveSampler, Observed
 from tuner.errors import StudyError
 from tuner.grid import GridWalkSampler
-from tuner.optimizer import SAMPLERS, grid_values, make_sampler
+from tuner.optimizer import DEFAULT_SAMPLER, SAMPLERS, grid_values, make_sampler
 from tuner.space.schema import Space
 from tuner.study import RunOptions, run_study
 from tuner.tiered import TierTurnSampler
@@ -131,6 +132,11 @@ def test_slo_miss_is_a_constraint_the_sampler_sees(
         assert t.user_attrs["tiers"]["4"]["p99_ttft_ms"] > 1.0  # the metrics are kept
     c1, c4 = summary.recommendations  # the SLO binds at tier 4 only
     assert c1.trial is not None and c4.trial is None
+    sampler = make_sampler(DEFAULT_SAMPLER, space_of(small_space))
+    assert isinstance(sampler, AdditiveSampler)
+    done = study.get_trials(states=(TrialState.COMPLETE,))
+    ok = [Observed(done, study.directions, i, sampler.tiers).ok.all() for i in range(2)]
+    assert ok == [True, False]  # the sampler learns tier 1 from them, and tier 4's failure
     small_space["slos"] = [{"metric": "p99_ttft_ms", "max": 1e9, "tiers": [4]}]
     write_yaml(space_file, small_space)
     run_study(options(space_file, tmp_path / "met", trials=1), report=lambda _: None)
