@@ -53,6 +53,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.failures import FailureModel, Ingredients
+from tuner.pooling import feasible_at
 from tuner.surrogate import (
     BayesLinear,
     Encoder,
@@ -269,9 +270,8 @@ def _ok_at(t: FrozenTrial, n: int, tiers: Sequence[int] | None) -> list[bool]:
     at that tier (its own SLOs met, every request served) when the trial says so per tier,
     else feasible as a whole."""
     finite = [_finite(v) for v in (t.values or [None] * n)]
-    tier_ok = t.user_attrs.get("tier_ok")
-    if tiers is not None and tier_ok and len(tiers) == n:
-        return [f and bool(tier_ok.get(str(c))) for f, c in zip(finite, tiers, strict=True)]
+    if tiers is not None and t.user_attrs.get("tier_ok") and len(tiers) == n:
+        return [f and feasible_at(t, c) for f, c in zip(finite, tiers, strict=True)]
     whole = _feasible(t) and all(finite)
     return [whole] * n
 
