@@ -366,11 +366,14 @@ def covering(
     trial has launched yet; all of ``pool`` once every choice has been. Ordered knobs are left
     out: their rank feature lets one launch teach its neighbours, an unordered choice's
     effect is known from its own launches only."""
-    names = [
-        n
+    choices = {
+        n: d.choices
         for n, d in space.items()
         if isinstance(d, CategoricalDistribution) and not numeric_choices(d.choices)
-    ]
-    seen = {(n, repr(t.params[n])) for t in launched for n in names if n in t.params}
-    gain = [any((n, repr(p[n])) not in seen for n in names) for p in pool]
-    return [p for p, g in zip(pool, gain, strict=True) if g] if any(gain) else pool
+    }
+    seen = {(n, repr(t.params[n])) for t in launched for n in choices if n in t.params}
+    unseen = {(n, repr(c)) for n, cs in choices.items() for c in cs} - seen
+    if not unseen:  # the rest of the study: no scan of the pool
+        return pool
+    fresh = [p for p in pool if any((n, repr(p[n])) in unseen for n in choices)]
+    return fresh or pool
