@@ -8,6 +8,13 @@ admitted request is preempted (blocks freed, recomputed later from scratch, reus
 its cached blocks survived) and nothing new is admitted this step. Otherwise waiting requests
 are admitted first come first served while budget, ``max_num_seqs`` and KV blocks last; a
 request that does not fit stops the queue. Admission looks up the longest cached prefix.
+
+Blocks enter the prefix cache when their step is scheduled, not when it has run: vLLM's
+``KVCacheManager.allocate_slots`` caches a request's full blocks up to ``computed + new
+tokens`` as it allocates them. A request admitted later in the same step (or the next one) so
+hits a prompt that is still being prefilled, and computes only the rest; the forward pass
+writes every token's KV before attending, so the hit is safe. Identical prompts sent together
+are prefilled once, not once each.
 """
 
 from __future__ import annotations
@@ -108,6 +115,7 @@ class Scheduler:
             if not self._allocate(req, n) and not self._preempt_until_fits(req, n, preempted):
                 break
             items.append((req, n))
+            self.register(req, req.computed + n)
             budget -= n
             i += 1
         if not preempted:
@@ -149,6 +157,7 @@ class Scheduler:
             self.counters["hits"] += hit * self.bs
             self._take_hit(req, entry, hit)
             self._allocate(req, n)
+            self.register(req, req.computed + n)
             self.running.append(req)
             items.append((req, n))
             budget -= n
@@ -242,11 +251,14 @@ class Scheduler:
             req.extra += need
         return True
 
-    def register(self, req: SimRequest) -> None:
-        """Registers ``req``'s newly full computed blocks in its own run (prefix caching)."""
+    def register(self, req: SimRequest, upto: int | None = None) -> None:
+        """Registers ``req``'s newly full blocks in its own run (prefix caching): those of its
+        first ``upto`` tokens (default: its computed ones), never past the tokens it has, so
+        unverified draft tokens are not cached."""
         own = req.own
         assert own is not None
-        new = req.computed // self.bs - own.start - own.cached
+        upto = min(req.num_tokens, req.computed if upto is None else upto)
+        new = upto // self.bs - own.start - own.cached
         new = min(new, req.extra)
         if new <= 0:
             return

@@ -136,3 +136,23 @@ def test_evicted_prefix_is_recomputed() -> None:
         run_step(s)
     s.add(req(3, 1000, out=2, key="a", plen=1000))
     assert run_step(s)[3] > 500
+
+
+def test_identical_prompts_admitted_together_are_prefilled_once() -> None:
+    # vLLM caches blocks when it schedules them: the second copy hits the first copy's
+    # blocks in the same step and computes only the last, partial block.
+    s = make(budget=4096, bs=16)
+    s.add(req(1, 1000, out=2, key="doc", plen=1000))
+    s.add(req(2, 1000, out=2, key="doc", plen=1000))
+    assert run_step(s) == {1: 1000, 2: 1000 - 992}
+    assert s.counters["hits"] == 992
+
+
+def test_a_prompt_still_prefilling_is_hit_up_to_its_scheduled_chunks() -> None:
+    s = make(budget=4096, cap=320, bs=16)
+    s.add(req(1, 1000, out=2, key="doc", plen=1000))
+    run_step(s)  # request 1: tokens 0-320 scheduled and cached
+    s.add(req(2, 1000, out=2, key="doc", plen=1000))
+    # Request 1 schedules 320-640 first; request 2 then hits all 640 and takes the next chunk.
+    assert run_step(s) == {1: 320, 2: 320}
+    assert s.counters["hits"] == 640
