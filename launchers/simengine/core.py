@@ -58,7 +58,10 @@ class EngineCore:
         self._rid = 0
         self.bulk = True  # decode stretches at once (False: every step alone, same results)
         self._last_start = 0.0  # start of the previous step (async scheduling's horizon)
-        self._interval = [0.0, 0.0]  # prompt tokens, generated tokens since the last line
+        # Prompt and generated tokens since the last stats line. vLLM counts a request's whole
+        # prompt (cached part included) when its first token comes out, and not again after
+        # a preemption's recompute: the line shows prompts served, not tokens computed.
+        self._interval = [0.0, 0.0]
 
     def restart_clock(self) -> None:
         """Virtual time starts again at 0 (a new run on the same, idle engine)."""
@@ -97,7 +100,6 @@ class EngineCore:
                 raise EngineDead(line)
         dt = self.model.step_s(work) * self._noise(1)[0]
         self.clock += dt
-        self._interval[0] += work.pf_tokens
         accepted = iter(self._accepted(work.n_dec).tolist()) if self.k else None
         for req, n in plan.items:
             self._apply(req, n, accepted)
@@ -123,6 +125,8 @@ class EngineCore:
             req.computed += n
             self.sched.register(req)
             if req.computed >= req.num_tokens:
+                if req.produced == 0:
+                    self._interval[0] += req.prompt_len
                 self._emit(req, 1, self.clock)
             return
         accepted = next(drafts) if drafts is not None else 0

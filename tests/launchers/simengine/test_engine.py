@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from launchers.simengine import SimEngine
+from launchers.simengine.scheduler import SimRequest
 from objectives.records import BenchRequest, RequestRecord
 from tuner.errors import FailureKind, LaunchError
 
@@ -136,3 +137,19 @@ def test_chunk_size_trade_off_points_the_way_vllm_does() -> None:
     assert tpot(large, 2, 50) < tpot(small, 2, 50)
     assert tpot(small, 16, 99) < 0.5 * tpot(large, 16, 99)
     assert tpot(large, 16, 99) > 2.0  # multi-second stalls behind whole-prompt prefills
+
+
+def test_stats_line_counts_whole_prompts_served_cached_part_included() -> None:
+    # vLLM's "Avg prompt throughput" adds a request's prompt length when its first token comes
+    # out: four identical prompts prefilled once still show as four prompts.
+    args = [*BASE, "--max-num-batched-tokens", "32768"]
+    engine = SimEngine.from_argv(args, {}, "h200x4", 0)
+    core = engine.core
+    core.bulk = False
+    for _ in range(4):
+        core.add(SimRequest(core.new_rid(), 20_000, 2000, "doc", 20_000))
+    while not engine.lines or "prompt throughput" not in engine.lines[-1]:
+        core.step()
+    rate = float(engine.lines[-1].split("Avg prompt throughput: ")[1].split()[0])
+    assert rate * core.clock == pytest.approx(4 * 20_000, rel=0.01)
+    assert core.sched.counters["hits"] == 3 * (19_999 // 16) * 16
