@@ -20,3 +20,8 @@ def se() -> ModuleType:
 @pytest.fixture(scope="session")
 def sf() -> ModuleType:
     return load_module(BENCH / "sim_fidelity.py")
+
+
+@pytest.fixture(scope="session")
+def s2r() -> ModuleType:
+    return load_module(BENCH / "scenario2_readings.py")
