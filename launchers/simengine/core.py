@@ -121,9 +121,9 @@ class EngineCore:
         return StepWork(n_dec, ctx_dec, n_pf, pf_tokens, pairs, pf_ctx)
 
     def _apply(self, req: SimRequest, n: int, drafts: Iterator[int] | None) -> None:
+        # No block registration here: the scheduler cached these blocks when it scheduled them.
         if req.prefilling:
             req.computed += n
-            self.sched.register(req)
             if req.computed >= req.num_tokens:
                 if req.produced == 0:
                     self._interval[0] += req.prompt_len
@@ -131,7 +131,6 @@ class EngineCore:
             return
         accepted = next(drafts) if drafts is not None else 0
         req.computed += 1 + accepted
-        self.sched.register(req)
         self._emit(req, 1 + accepted, self.clock)
 
     def _emit(self, req: SimRequest, tokens: int, t: float) -> None:
