@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.sim_fidelity import BATCHING, measure
+from bench.sim_fidelity import BATCHING, measure, workload_2
 from objectives.records import BenchRequest
 
 ORDERS = ("in-a-row", "rounds", "shuffled")
@@ -50,20 +50,7 @@ class Reading:
 
     def workload(self, draw: int) -> list[BenchRequest]:
         """60 requests over 20 prompts of 50K-60K tokens, two of them short answers."""
-        rng = np.random.default_rng(4049 + draw)
-        lens = rng.integers(50_000, 60_000, 20)
-        n = 20 if self.outputs == "per-prompt" else 60
-        outs = rng.lognormal(np.log(500), 0.8, n).astype(int).clip(20, self.cap)
-        outs[rng.choice(n, 2, replace=False)] = rng.integers(2, 8, 2)
-        prompts = np.arange(60) // 3
-        if self.order == "rounds":
-            prompts = np.arange(60) % 20
-        elif self.order == "shuffled":
-            prompts = rng.permutation(prompts)
-        return [
-            BenchRequest("", int(lens[k]), int(outs[k if n == 20 else i]), f"doc{k}", int(lens[k]))
-            for i, k in enumerate(prompts)
-        ]
+        return workload_2(draw, self.order, self.outputs, self.cap)
 
 
 def readings() -> list[Reading]:

@@ -99,20 +99,31 @@ def workload_1b(seed: int = 0) -> list[BenchRequest]:
     return [BenchRequest("", int(p), int(o)) for p, o in zip(lens, outs, strict=True)]
 
 
-def workload_2(seed: int = 0) -> list[BenchRequest]:
-    """20 prompts of 50K-60K tokens, each sent 3 times in a row (prefix-cache reuse).
+def workload_2(
+    seed: int = 0, order: str = "in-a-row", outputs: str = "per-request", cap: int = 1500
+) -> list[BenchRequest]:
+    """20 prompts of 50K-60K tokens, each sent 3 times (prefix-cache reuse).
 
-    Outputs: lognormal around 500 tokens (60-1500), two of them 2-7-token answers.
+    Outputs: lognormal around 500 tokens (60-``cap``), two of them 2-7-token answers. The
+    defaults are the reading this bench scores; ``bench/scenario2_readings.py`` tries the
+    others: ``order`` ``in-a-row`` (a prompt's three sends back to back), ``rounds`` (three
+    passes over the 20 prompts) or ``shuffled``; ``outputs`` ``per-request`` or
+    ``per-prompt`` (the three sends of a prompt give the same answer).
     """
     rng = np.random.default_rng(2027 + seed)
     lens = rng.integers(50_000, 60_000, 20)
-    outs = rng.lognormal(np.log(500), 0.8, 60).astype(int).clip(60, 1500)
-    short = rng.choice(60, 2, replace=False)
+    n = 20 if outputs == "per-prompt" else 60
+    outs = rng.lognormal(np.log(500), 0.8, n).astype(int).clip(60, cap)
+    short = rng.choice(n, 2, replace=False)
     outs[short] = rng.integers(2, 8, 2)
-    order = np.arange(60) // 3
+    prompts = np.arange(60) // 3
+    if order == "rounds":
+        prompts = np.arange(60) % 20
+    elif order == "shuffled":
+        prompts = rng.permutation(prompts)
     return [
-        BenchRequest("", int(lens[k]), int(outs[i]), f"doc{k}", int(lens[k]))
-        for i, k in enumerate(order)
+        BenchRequest("", int(lens[k]), int(outs[k if n == 20 else i]), f"doc{k}", int(lens[k]))
+        for i, k in enumerate(prompts)
     ]
 
 
