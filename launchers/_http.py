@@ -7,7 +7,8 @@
   memory before refusals (vLLM reports "No available memory for the cache blocks" as a
   ``ValueError``), then vLLM's start-up refusals, else a crash.
 - ``wait_until_ready`` polls health and then sends one real completion; it raises as soon as
-  the engine is seen gone, and at the deadline otherwise.
+  the engine is seen gone, and at the deadline otherwise. A completion answered "model does
+  not exist" is a set-up error (``SetupError``), raised at once: no config would do better.
 
 Knob verification (did the engine apply what was sampled) lives in ``launchers._knobs``.
 """
@@ -27,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from tuner.engine import REDACTED, EngineConfig
-from tuner.errors import FailureKind, LaunchError
+from tuner.errors import FailureKind, LaunchError, SetupError
 
 POLL_S = 0.25  # between health probes; an exit is seen sooner through LogCapture.ended
 TAIL_LINES = 40  # log lines kept for the error message of a failed launch
@@ -232,6 +233,11 @@ def _probe(client: httpx.Client, model: str, health_path: str, deadline: float) 
         done = client.post("/v1/completions", json=body, timeout=httpx.Timeout(left, connect=1.0))
     except httpx.HTTPError as err:
         return False, f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    if done.status_code == 404 and "does not exist" in done.text:
+        raise SetupError(
+            f"the engine does not serve model {model!r} (/v1/completions -> 404: "
+            f"{done.text[:200]}); set engine.served_model_name to a name it serves"
+        )
     if done.status_code != 200:
         return False, f"/v1/completions -> {done.status_code}: {done.text[:200]}"
     return True, "ready"

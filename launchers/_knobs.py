@@ -7,6 +7,11 @@ vLLM reports what it runs with in two places:
   VLLM_X`` for an env knob it no longer reads (``VLLM_ATTENTION_BACKEND`` from 0.26 on);
 - ``/server_info`` (served with ``VLLM_SERVER_DEV_MODE=1``): the resolved config.
 
+Only sampled env knobs (``EngineConfig.tuned_env``) are judged: the space's shared base env is
+the same for every trial, so an unknown-variable line for one of those is a ``warning`` of the
+report (shown once by the study), never a failed trial. vllm-ascend reads ``VLLM_ASCEND_*``
+variables that core vLLM does not know and warns about, so that warning is no evidence there.
+
 A knob is *ignored* only on evidence: the engine reports another value for it, or names its env
 variable as unknown. A flag it does not report (a value equal to the default is not listed) or
 reports in another form (``192K`` vs ``196608``) stays *unverified*: a false alarm would throw
@@ -33,6 +38,7 @@ _NON_DEFAULT = re.compile(r"non-default args: (.*?)\s*$", re.MULTILINE)
 _PAIR = re.compile(r"(\w+)=('[^']*'|[^,\s]+)")
 _UNKNOWN_ENV = re.compile(r"Unknown vLLM environment variable detected: (\w+)")
 # Enum members print as <Kind.NAME: value>; keep the member name, which is what flags take.
+UNKNOWN_ENV_WARNING = "the engine reports it as an unknown environment variable"
 _ENUM = re.compile(r"<[\w.]+\.(\w+): [^<>]*>")
 
 
@@ -43,6 +49,7 @@ class KnobReport:
     applied: list[str] = field(default_factory=list)
     ignored: dict[str, str] = field(default_factory=dict)
     unverified: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def error(self) -> LaunchError | None:
         if not self.ignored:
@@ -80,15 +87,28 @@ def check_knobs(
             report.ignored[flag] = f"asked {wanted!r}, engine reports {key}={got!r}"
         else:
             report.unverified.append(flag)
-    unknown = set(_UNKNOWN_ENV.findall(log_text))
-    for name in config.env:
-        if name in unknown:
-            report.ignored[name] = "engine reports it as an unknown environment variable"
-        elif name.startswith("VLLM_") and reported is not None:
+    _check_env(config, set(_UNKNOWN_ENV.findall(log_text)), reported is not None, report)
+    return report
+
+
+def _check_env(config: EngineConfig, unknown: set[str], logged: bool, report: KnobReport) -> None:
+    for name in sorted(config.env):
+        flagged = name in unknown and not _plugin_env(config.engine, name)
+        if name not in config.tuned_env:
+            if flagged:
+                report.warnings.append(f"base env {name}: {UNKNOWN_ENV_WARNING}")
+        elif flagged:
+            report.ignored[name] = UNKNOWN_ENV_WARNING
+        elif name.startswith("VLLM_") and logged and not _plugin_env(config.engine, name):
             report.applied.append(name)  # vLLM names every unknown VLLM_* variable it sees
         else:
             report.unverified.append(name)
-    return report
+
+
+def _plugin_env(engine: str, name: str) -> bool:
+    # Core vLLM validates VLLM_* names against its own list; a platform plugin's variables
+    # (vllm-ascend's VLLM_ASCEND_*) are read by the plugin despite that warning.
+    return engine == "vllm-ascend" and name.startswith("VLLM_ASCEND_")
 
 
 def requested_flags(args: tuple[str, ...] | list[str]) -> dict[str, tuple[str, Any]]:

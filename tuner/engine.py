@@ -32,6 +32,9 @@ class EngineConfig:
     engine: str = "vllm"
     engine_version: str = ""
     params: Mapping[str, object] = field(default_factory=dict)
+    # Env names a sampled parameter set (the rest of ``env`` is the space's shared base): only
+    # these are judged by the knob-applied check.
+    tuned_env: frozenset[str] = frozenset()
 
     @property
     def argv(self) -> list[str]:

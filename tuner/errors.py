@@ -24,6 +24,12 @@ class StudyError(TunerError):
     """A study cannot be created, loaded or resumed as asked."""
 
 
+class SetupError(TunerError):
+    """The set-up, not the sampled config, is wrong (the engine does not serve the model name
+    the space asks for, the pinned version is not the installed one): the study stops at once,
+    and no trial is counted against its config."""
+
+
 class FailureKind(StrEnum):
     """Why an engine did not serve a trial.
 

@@ -26,6 +26,7 @@ def main() -> None:
     for key in ("command", "args", "devices"):
         raw[key] = tuple(raw.get(key, ()))
     raw["secret_env"] = frozenset(raw.get("secret_env", ()))
+    raw["tuned_env"] = frozenset(raw.get("tuned_env", ()))
     config = EngineConfig(**raw)
     with cls(cls.settings_model.model_validate_json(settings_json)) as launcher:
         launcher.start(config, Path(trial_dir))

@@ -21,11 +21,16 @@ def free_port() -> int:
 
 
 def loopback_config(port: int, *flags: str, **kw: object) -> EngineConfig:
-    """An EngineConfig that runs the loopback engine as a local command."""
+    """An EngineConfig that runs the loopback engine as a local command.
+
+    Its env counts as sampled (``tuned_env``) unless ``tuned_env`` says otherwise.
+    """
+    env: dict[str, str] = kw.pop("env", {})  # type: ignore[assignment]
+    kw.setdefault("tuned_env", frozenset(env))
     return EngineConfig(
         command=(sys.executable, str(LOOPBACK_ENGINE), "m"),
         args=("--host", "127.0.0.1", "--port", str(port), *flags),
-        env=kw.pop("env", {}),  # type: ignore[arg-type]
+        env=env,
         model="m",
         port=port,
         **kw,  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import pytest
 from launchers import launcher_class
 from launchers.endpoint import EndpointLauncher, EndpointSettings
 from tests.launchers.helpers import free_port, loopback_config
-from tuner.errors import FailureKind, LaunchError
+from tuner.errors import FailureKind, LaunchError, SetupError
 
 
 def endpoint(url: str, **settings: object) -> EndpointLauncher:
@@ -32,8 +32,8 @@ def test_ready_and_left_running_after_stop(tmp_path: Path, running_server: int) 
 def test_settings_model_overrides_the_space_model(tmp_path: Path, running_server: int) -> None:
     with endpoint(f"http://127.0.0.1:{running_server}", model="other") as target:
         target.start(loopback_config(free_port()), tmp_path)
-        with pytest.raises(LaunchError, match="does not exist"):
-            target.wait_ready(0.5)  # the server serves "m" only: the probe names the cause
+        with pytest.raises(SetupError, match="does not exist"):
+            target.wait_ready(30)  # the server serves "m" only: a set-up error, at once
 
 
 def test_server_down_is_infra(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launchers._knobs import check_knobs, requested_flags
+from launchers._knobs import UNKNOWN_ENV_WARNING, check_knobs, requested_flags
 from tests.launchers.helpers import loopback_config
 from tuner.errors import FailureKind
 
@@ -93,3 +93,21 @@ def test_key_value_report_form() -> None:
     config = loopback_config(1, "--max-num-seqs", "64", "--async-scheduling")
     report = check_knobs(config, log)
     assert list(report.ignored) == ["--max-num-seqs"] and "--async-scheduling" in report.applied
+
+
+def test_base_env_is_a_warning_never_an_ignored_knob() -> None:
+    log = "WARNING [interface.py:1458] Unknown vLLM environment variable detected: VLLM_USE_V1\n"
+    env = {"VLLM_USE_V1": "1", "VLLM_USE_DEEP_GEMM": "0"}
+    config = loopback_config(1, env=env, tuned_env=frozenset({"VLLM_USE_DEEP_GEMM"}))
+    report = check_knobs(config, LOG + log)
+    assert not report.ignored and report.error() is None
+    assert report.warnings == [f"base env VLLM_USE_V1: {UNKNOWN_ENV_WARNING}"]
+    assert "VLLM_USE_DEEP_GEMM" in report.applied
+
+
+def test_vllm_ascend_reads_its_own_variables_core_vllm_warns_about() -> None:
+    log = "WARNING Unknown vLLM environment variable detected: VLLM_ASCEND_ENABLE_FUSED_MC2\n"
+    env = {"VLLM_ASCEND_ENABLE_FUSED_MC2": "1"}
+    config = loopback_config(1, env=env, engine="vllm-ascend")
+    assert not check_knobs(config, LOG + log).ignored
+    assert check_knobs(loopback_config(1, env=env), LOG + log).ignored  # core vLLM: ignored

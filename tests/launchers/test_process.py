@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import httpx
@@ -16,7 +16,7 @@ import pytest
 
 from launchers.process import ProcessLauncher, ProcessSettings
 from tests.launchers.helpers import loopback_config
-from tuner.errors import FailureKind, LaunchError, TunerError
+from tuner.errors import FailureKind, LaunchError, SetupError, TunerError
 
 DRIVER = Path(__file__).with_name("drive_launcher.py")
 ROOT = Path(__file__).parents[2]
@@ -54,6 +54,17 @@ def test_served_model_name_is_what_requests_use(tmp_path: Path, port: int) -> No
     with launcher() as engine:
         engine.start(loopback_config(port, "--served-model-name", "alias"), tmp_path)
         assert engine.wait_ready(30).model == "alias"
+
+
+def test_a_model_the_engine_does_not_serve_is_a_setup_error_at_once(
+    tmp_path: Path, port: int
+) -> None:
+    config = replace(loopback_config(port), model="not-served")
+    started = time.monotonic()
+    with launcher() as engine, pytest.raises(SetupError, match="does not serve model"):
+        engine.start(config, tmp_path)
+        engine.wait_ready(60)
+    assert time.monotonic() - started < 30  # not the ready timeout
 
 
 @pytest.mark.parametrize(
@@ -198,7 +209,7 @@ def test_interrupted_run_leaves_no_engine(
 ) -> None:
     extra = ("--x-hang",) if phase == "startup" else ()
     config = asdict(loopback_config(port, "--x-child", *extra))
-    config["secret_env"] = []
+    config["secret_env"] = config["tuned_env"] = []
     driver = subprocess.Popen(
         [sys.executable, str(DRIVER), "process", "{}", json.dumps(config), str(tmp_path), phase],
         stdout=subprocess.PIPE,

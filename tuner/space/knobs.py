@@ -109,10 +109,13 @@ VLLM_KNOBS: dict[str, tuple[KnobForm, ...]] = {
 }
 
 # Env vars a version range no longer reads (silently): binding them directly is refused.
+# VLLM_USE_V1 left vllm/envs.py with the V0 engine (0.12): V1 is the only engine since.
+_V1_ONLY = ("VLLM_USE_V1", (0, 12), "V1 is the only engine; drop it")
 IGNORED_ENV: dict[str, tuple[tuple[str, Version, str], ...]] = {
-    "vllm": (("VLLM_ATTENTION_BACKEND", (0, 26), "use 'knob: attention_backend'"),),
+    "vllm": (("VLLM_ATTENTION_BACKEND", (0, 26), "use 'knob: attention_backend'"), _V1_ONLY),
     "vllm-ascend": (
         ("VLLM_ATTENTION_BACKEND", (0, 26), "use 'knob: attention_backend'"),
+        _V1_ONLY,
         ("VLLM_ASCEND_ENABLE_TOPK_OPTIMIZE", (0,), "it has no effect on vllm-ascend"),
     ),
 }

@@ -18,6 +18,7 @@ from tuner.space.knobs import knob_form
 from tuner.space.params import Parameter, Scalar
 from tuner.space.schema import ArgValue, Space
 
+SERVED_NAME_ENGINES = frozenset({"vllm", "vllm-ascend"})
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.IGNORECASE)
 
 
@@ -32,10 +33,13 @@ def render_engine_config(
     """The launch for ``values`` (one per parameter; missing ones take their defaults)."""
     full = {**space.defaults(), **values}
     flags, env = _base(space)
+    tuned: dict[str, str] = {}
+    _served_name(space, flags)
     json_flags: dict[str, dict[str, Any]] = {}
     unset_json: set[str] = set()
     for name, p in space.parameters.items():
-        _render_param(space, p, full[name], flags, env, json_flags, unset_json)
+        _render_param(space, p, full[name], flags, tuned, json_flags, unset_json)
+    env.update(tuned)
     for flag, obj in json_flags.items():
         if flag not in unset_json:
             flags[flag] = [flag, json.dumps(obj)]
@@ -59,7 +63,16 @@ def render_engine_config(
         engine=space.engine.name,
         engine_version=space.engine.version,
         params=dict(full),
+        tuned_env=frozenset(tuned),
     )
+
+
+def _served_name(space: Space, flags: dict[str, list[str]]) -> None:
+    # vLLM serves a model under its path unless told otherwise: the name clients ask for must
+    # reach the engine, or every request (the readiness probe first) is a 404.
+    name = space.engine.served_model_name
+    if space.engine.name in SERVED_NAME_ENGINES and name and "--served-model-name" not in flags:
+        flags["--served-model-name"] = ["--served-model-name", name]
 
 
 def _base(space: Space) -> tuple[dict[str, list[str]], dict[str, str]]:

@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("e2e")
-    space = {**SMALL_SPACE, "base": {**SMALL_SPACE["base"], "env": {"VLLM_USE_V1": "1"}}}
+    space = {**SMALL_SPACE, "base": {**SMALL_SPACE["base"], "env": {"VLLM_LOGGING_LEVEL": "INFO"}}}
     space_file = write_yaml(tmp / "small.yaml", space)
     opts = RunOptions(space_path=space_file, results_dir=tmp / "results", trials=5)
     run_study(opts, report=lambda _: None)

@@ -88,3 +88,16 @@ def test_unknown_knob(space_dict, write_space) -> None:
     with_knob(space_dict, "turbo_mode", ["on"], "on")
     with pytest.raises(SpaceError, match="unknown knob 'turbo_mode'"):
         load_space(write_space(space_dict))
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.11.0", False), ("0.17.1", True)])
+def test_vllm_use_v1_is_refused_where_vllm_dropped_it(
+    space_dict, write_space, version: str, refused: bool
+) -> None:
+    space_dict["engine"]["version"] = version
+    space_dict["base"]["env"] = {"VLLM_USE_V1": "1"}
+    if not refused:
+        load_space(write_space(space_dict))
+        return
+    with pytest.raises(SpaceError, match=r"base\.env\.VLLM_USE_V1: .*V1 is the only engine"):
+        load_space(write_space(space_dict))
