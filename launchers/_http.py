@@ -31,15 +31,21 @@ from tuner.engine import REDACTED, EngineConfig
 from tuner.errors import FailureKind, LaunchError, SetupError
 
 POLL_S = 0.25  # between health probes; an exit is seen sooner through LogCapture.ended
-TAIL_LINES = 40  # log lines kept for the error message of a failed launch
+# Log lines kept to classify a failed launch: vLLM's root cause (an EngineCore ValueError) sits
+# 60+ lines above the end, under both processes' tracebacks.
+TAIL_LINES = 200
 
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks"
     r"|NPU out of memory|out of memory|Cannot allocate memory",
     re.IGNORECASE,
 )
+# pydantic's "ValidationError: 1 validation error for SchedulerConfig" is how vLLM's config
+# classes refuse values; an ImportError names an optional package a sampled method needs.
+_VALIDATION = re.compile(r"ValidationError: \d+ validation errors? for \w+")
 _REFUSED = re.compile(
-    r"\b(ValueError|NotImplementedError|TypeError|AssertionError):"
+    r"\b(ValueError|NotImplementedError|TypeError|AssertionError|ImportError):"
+    r"|ValidationError: \d+ validation errors? for"
     r"|error: (argument|unrecognized arguments|the following arguments)"
     r"|is not supported|are not supported"
 )
@@ -153,10 +159,18 @@ def _telling_line(log_tail: str, kind: FailureKind) -> str:
     pattern = {FailureKind.OOM: _OOM, FailureKind.REFUSED: _REFUSED}.get(kind)
     if pattern is not None:
         # The last match is the one that ended the engine (earlier ones are often warnings).
-        for line in reversed(lines):
-            if pattern.search(line):
-                return line
+        for i in range(len(lines) - 1, -1, -1):
+            if pattern.search(lines[i]):
+                return _with_details(lines, i)
     return lines[-1] if lines else "(no log output)"
+
+
+def _with_details(lines: list[str], i: int) -> str:
+    # A pydantic error names the class on its line and the field and rule on the next two.
+    if not _VALIDATION.search(lines[i]):
+        return lines[i]
+    details = [x for x in lines[i + 1 : i + 3] if not x.startswith("For further information")]
+    return ": ".join([lines[i], *details])
 
 
 def served_model(config: EngineConfig) -> str:

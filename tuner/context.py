@@ -18,6 +18,7 @@ from objectives.objective import Objective, get_objective
 from tuner.errors import SpaceError, StudyError
 from tuner.optimizer import DEFAULT_SAMPLER, check_sampler, make_sampler
 from tuner.pooling import DEFAULT_CONFIRM
+from tuner.preflight import check_engine
 from tuner.recommend import TierRecommendation
 from tuner.results import StudyPaths
 from tuner.slots import SlotRequest
@@ -59,6 +60,7 @@ class StudyContext:
     timeout_s: float | None
     confirm: int = DEFAULT_CONFIRM
     sampler: str = DEFAULT_SAMPLER
+    warnings: list[str] = field(default_factory=list)  # shown once when the run starts
 
 
 @dataclass
@@ -83,7 +85,8 @@ def prepare(opts: RunOptions) -> StudyContext:
     trials = opts.trials if opts.trials is not None else space.study.trials
     if trials < 1:
         raise StudyError(f"--trials must be at least 1 (got {trials})")
-    TrialRunner(space, objective, space.study.ready_timeout_s)  # validates the target settings
+    runner = TrialRunner(space, objective, space.study.ready_timeout_s)  # validates the target
+    warnings = check_engine(space, opts.space_path, getattr(runner.settings, "cwd", None))
     text = Path(opts.space_path).read_text()
     url = opts.storage or paths.default_storage_url
     confirm = DEFAULT_CONFIRM if opts.confirm is None else opts.confirm
@@ -103,6 +106,7 @@ def prepare(opts: RunOptions) -> StudyContext:
         opts.timeout_s,
         confirm,
         sampler,
+        warnings,
     )
 
 

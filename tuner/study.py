@@ -47,6 +47,8 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     """Run (or resume) a study until it holds ``trials`` finished trials, or time runs out."""
     ctx = prepare(opts)
+    for line in ctx.warnings:
+        report(f"warning: {line}")
     slots = plan_slots(ctx.space, opts.parallel)
     if len(slots) > 1:  # one worker process per slot (see tuner.parallel)
         from tuner.parallel import run_study_in_slots

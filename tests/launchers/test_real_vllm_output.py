@@ -1,0 +1,69 @@
+"""What tune reads from vLLM, checked against real vLLM 0.32.0 output (tests/fixtures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launchers._http import ExitInfo, exit_error
+from launchers._knobs import UNKNOWN_ENV_WARNING, check_knobs
+from objectives import prom
+from tests.launchers.helpers import loopback_config
+from tuner.errors import FailureKind
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "vllm-0.32.0-cpu"
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("long_ctx", "ModelConfig: Value error, User-specified max_model_len (100000)"),
+        ("kv_short", "ValueError: To serve at least one request"),
+        ("spec_bad", "SpeculativeConfig: num_speculative_tokens: Input should be greater than 0"),
+        ("mnbt_lt_seqs", "max_num_batched_tokens (16) must be greater than or equal to"),
+        ("suffix_async", "ImportError: Arctic Inference is required for suffix decoding"),
+    ],
+)
+def test_real_start_up_refusals_are_refused_with_vllms_reason(name: str, needle: str) -> None:
+    log = (FIXTURES / f"refused_{name}.log").read_text()
+    err = exit_error(ExitInfo(1), "\n".join(log.splitlines()[-200:]))
+    assert err.kind is FailureKind.REFUSED
+    assert needle in str(err)
+
+
+def test_knob_check_reads_the_real_non_default_args_line() -> None:
+    log = (FIXTURES / "startup_ready.log").read_text()
+    config = loopback_config(
+        18400,  # the port the logged server listened on
+        "--max-num-seqs",
+        "8",
+        "--max-model-len",
+        "4096",  # the log says 2048: evidence that it was not applied
+        "--enforce-eager",
+        env={"VLLM_USE_V1": "1"},
+        tuned_env=frozenset(),
+    )
+    report = check_knobs(config, log)
+    assert {"--max-num-seqs", "--enforce-eager"} <= set(report.applied)
+    assert set(report.ignored) == {"--max-model-len"}
+    assert report.warnings == [f"base env VLLM_USE_V1: {UNKNOWN_ENV_WARNING}"]
+
+
+def test_a_sampled_env_knob_vllm_does_not_know_is_ignored() -> None:
+    log = (FIXTURES / "startup_ready.log").read_text()
+    report = check_knobs(loopback_config(18400, env={"VLLM_USE_V1": "1"}), log)
+    assert report.ignored == {"VLLM_USE_V1": UNKNOWN_ENV_WARNING}
+
+
+def test_real_metrics_text_gives_running_waiting_kv_and_counters() -> None:
+    snapshot = prom.parse((FIXTURES / "metrics_under_load.txt").read_text())
+    assert snapshot["vllm:num_requests_running"] == 4.0
+    assert snapshot["vllm:num_requests_waiting"] == 0.0
+    assert 0 < snapshot["vllm:kv_cache_usage_perc"] < 0.01
+    assert snapshot["vllm:prompt_tokens"] == 276.0
+    tier = prom.tier_counters({}, snapshot)
+    assert tier["num_preemptions"] == 0.0
+    assert tier["generation_tokens"] == 723.0
+    assert tier["num_requests_running_peak"] == 4.0
+    assert tier["prefix_cache_hit_rate"] == 0.0  # 276 queried prompt tokens, none cached
