@@ -25,10 +25,16 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from gguf import GGUFWriter, LlamaFileType, TokenType
-from gguf.vocab import bytes_to_unicode
+
+if TYPE_CHECKING:
+    from gguf import GGUFWriter
+
+# `gguf` is imported only where a file is written: scripts/make_hf_model.py imports this module
+# for its vocabulary and weights in vLLM's venv, which need not have `gguf`.
+TOKEN_NORMAL, TOKEN_CONTROL = 1, 3  # gguf.TokenType.NORMAL / CONTROL
 
 CONTROL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHATML_TEMPLATE = (
@@ -82,6 +88,15 @@ class Vocab:
         return self.tokens.index(token)
 
 
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's spelling of each byte as a printable character (as gguf.vocab and tokenizers')."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    spell = {b: chr(b) for b in printable}
+    others = [b for b in range(256) if b not in spell]
+    spell.update({b: chr(256 + n) for n, b in enumerate(others)})
+    return spell
+
+
 def build_vocab() -> Vocab:
     """256 byte tokens, merges of lowercase pairs and of space + letter, then control tokens."""
     spell = bytes_to_unicode()
@@ -95,9 +110,9 @@ def build_vocab() -> Vocab:
         merges.append(f"{lt} {rt}")
         tokens.append(lt + rt)
         token_bytes.append((left + right).encode())
-    types = [int(TokenType.NORMAL)] * len(tokens)
+    types = [TOKEN_NORMAL] * len(tokens)
     tokens += CONTROL_TOKENS
-    types += [int(TokenType.CONTROL)] * len(CONTROL_TOKENS)
+    types += [TOKEN_CONTROL] * len(CONTROL_TOKENS)
     token_bytes += [None] * len(CONTROL_TOKENS)
     return Vocab(tokens, types, merges, token_bytes)
 
@@ -152,6 +167,8 @@ def make_tensors(shape: Shape, vocab: Vocab, seed: int, eos: str) -> dict[str, n
 
 
 def _add_hparams(w: GGUFWriter, shape: Shape, n_vocab: int, seed: int) -> None:
+    from gguf import LlamaFileType
+
     w.add_name(f"rand-llama-{shape.layers}x{shape.hidden}-seed{seed}")
     w.add_file_type(LlamaFileType.MOSTLY_F16)
     w.add_vocab_size(n_vocab)
@@ -183,6 +200,8 @@ def write_model(out: Path, shape: Shape, seed: int, eos: str = "ban") -> Path:
     """Write the model to ``out`` atomically (a reader never sees half a file)."""
     if shape.hidden % shape.heads or shape.heads % shape.kv_heads:
         raise ValueError("hidden must divide by heads, and heads by kv_heads")
+    from gguf import GGUFWriter
+
     vocab = build_vocab()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
