@@ -1,11 +1,14 @@
 """Did the engine apply the knobs it was given? Checked after ready, where the engine says so.
 
-vLLM reports what it runs with in two places:
+vLLM reports what it runs with in three places of its start-up log:
 
-- its start-up log: ``non-default args: {'max_num_seqs': 40, ...}`` (the resolved values of
-  every flag that differs from its default) and ``Unknown vLLM environment variable detected:
+- ``non-default args: {'max_num_seqs': 40, ...}``: the parsed value of every flag that differs
+  from its default, as asked, and ``Unknown vLLM environment variable detected:
   VLLM_X`` for an env knob it no longer reads (``VLLM_ATTENTION_BACKEND`` from 0.26 on);
-- ``/server_info`` (served with ``VLLM_SERVER_DEV_MODE=1``): the resolved config.
+- the engine core's ``Initializing a V1 LLM engine (v0.32.0) with config: model=...,
+  enforce_eager=True, enable_prefix_caching=True, ...``: resolved values, after the platform
+  and the model had their say (the same text ``/server_info`` serves with
+  ``VLLM_SERVER_DEV_MODE=1``); it wins over ``non-default args``, which echoes the request.
 
 Only sampled env knobs (``EngineConfig.tuned_env``) are judged: the space's shared base env is
 the same for every trial, so an unknown-variable line for one of those is a ``warning`` of the
@@ -35,6 +38,7 @@ from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError
 
 _NON_DEFAULT = re.compile(r"non-default args: (.*?)\s*$", re.MULTILINE)
+_ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: (.*)$", re.M)
 _PAIR = re.compile(r"(\w+)=('[^']*'|[^,\s]+)")
 _UNKNOWN_ENV = re.compile(r"Unknown vLLM environment variable detected: (\w+)")
 # Enum members print as <Kind.NAME: value>; keep the member name, which is what flags take.
@@ -77,7 +81,7 @@ def check_knobs(
     report = KnobReport()
     reported = _reported_args(log_text)
     info = _flatten(server_info) if isinstance(server_info, Mapping) else {}
-    info_text = server_info if isinstance(server_info, str) else ""
+    info_text = server_info if isinstance(server_info, str) else _engine_config(log_text)
     for flag, (key, wanted) in requested_flags(config.args).items():
         got = _lookup(key, info, info_text, reported)
         verdict = _MISSING if got is _MISSING else _compare(wanted, got)
@@ -140,6 +144,11 @@ def _parse(value: str) -> Any:
         return value
 
 
+def _engine_config(log_text: str) -> str:
+    found = _ENGINE_CONFIG.findall(log_text)
+    return found[-1] if found else ""
+
+
 def _reported_args(log_text: str) -> dict[str, Any] | None:
     """The last ``non-default args`` dict of the log (a restart logs a new one), or None."""
     found = _NON_DEFAULT.findall(log_text)
@@ -198,7 +207,8 @@ def _compare(wanted: Any, got: Any) -> bool | None:
     if isinstance(wanted, int | float) and isinstance(got, int | float):
         return float(wanted) == float(got)
     if isinstance(wanted, str) and isinstance(got, str):
-        return wanted.lower() == got.lower()
+        # The engine config prints some values qualified: --dtype bfloat16 is torch.bfloat16.
+        return wanted.lower() in (got.lower(), got.lower().rsplit(".", 1)[-1])
     if isinstance(wanted, dict) and isinstance(got, dict):
         # The engine fills in defaults: every key asked for must match, extra keys may exist.
         verdicts = [_compare(v, got[k]) if k in got else None for k, v in wanted.items()]

@@ -50,6 +50,14 @@ def test_knob_check_reads_the_real_non_default_args_line() -> None:
     assert report.warnings == [f"base env VLLM_USE_V1: {UNKNOWN_ENV_WARNING}"]
 
 
+def test_the_engine_config_line_gives_resolved_values() -> None:
+    log = (FIXTURES / "startup_ready.log").read_text()
+    config = loopback_config(18400, "--dtype", "bfloat16", "--no-enable-prefix-caching")
+    report = check_knobs(config, log)
+    assert "--dtype" in report.applied  # printed as torch.bfloat16: the same value
+    assert "enable_prefix_caching=True" in report.ignored["--no-enable-prefix-caching"]
+
+
 def test_a_sampled_env_knob_vllm_does_not_know_is_ignored() -> None:
     log = (FIXTURES / "startup_ready.log").read_text()
     report = check_knobs(loopback_config(18400, env={"VLLM_USE_V1": "1"}), log)
