@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 
 from tests.scripts._llama import SCRIPTS
+from tests.vllm_cpu import require_venv
 
 REPO = SCRIPTS.parent
 SCRIPT = SCRIPTS / "make_hf_model.py"
@@ -41,14 +41,7 @@ print(json.dumps({"size": raw.get_vocab_size(), "ids": ids, "text": raw.decode(i
 @pytest.fixture(scope="session")
 def vllm_python() -> Path:
     """The python of the vLLM CPU venv (the paths scripts/install_vllm_cpu.sh uses)."""
-    version = os.environ.get("VLLM_CPU_VERSION", "0.32.0")
-    venv = Path(os.environ.get("VLLM_CACHE_DIR", REPO / ".cache" / "vllm-cpu")) / version / "venv"
-    if (venv / ".tune-installed").is_file():
-        return venv / "bin" / "python"
-    reason = f"the vLLM CPU venv is not installed at {venv} (run scripts/install_vllm_cpu.sh)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    return require_venv() / "bin" / "python"
 
 
 def _make(python: Path, out: Path, *args: str) -> str:
