@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from objectives.objective import Objective, get_objective
+from tuner.engine import EngineConfig
 from tuner.errors import InfraError, TunerError
 from tuner.space import Space, load_space
 from tuner.space.render import render_engine_config
-from tuner.trial import TrialRunner
+from tuner.trial import TrialOutcome, TrialRunner
 
 SHOWN = ("p99_tpot_ms", "median_tpot_ms", "p99_itl_ms", "p99_ttft_ms", "output_throughput")
 INFRA_TRIES = 3
@@ -70,14 +71,8 @@ def measure(runner: TrialRunner, space: Space, samples: Samples, run_dir: Path) 
     A run the infrastructure spoiled (a client starved by the machine's load) is run again, as
     the study re-runs such a trial; after ``INFRA_TRIES`` it is reported as failed.
     """
-    config = render_engine_config(space, samples.params)
-    for attempt in range(1, INFRA_TRIES + 1):
-        try:
-            outcome = runner.run(config, run_dir / f"try{attempt}")
-            break
-        except InfraError as err:
-            print(f"{run_dir.name}: infrastructure fault, run again: {err}", file=sys.stderr)
-    else:
+    outcome = run_fresh(runner, render_engine_config(space, samples.params), run_dir)
+    if outcome is None:
         samples.failures.append(f"{run_dir.name}: {INFRA_TRIES} infrastructure faults")
         return
     if outcome.failure:
@@ -86,6 +81,16 @@ def measure(runner: TrialRunner, space: Space, samples: Samples, run_dir: Path) 
         for key in SHOWN:
             if isinstance(tier_metrics.get(key), int | float):
                 samples.values.setdefault(key, []).append(float(tier_metrics[key]))
+
+
+def run_fresh(runner: TrialRunner, config: EngineConfig, run_dir: Path) -> TrialOutcome | None:
+    """One trial on a fresh engine, run again after an infrastructure fault; None if all were."""
+    for attempt in range(1, INFRA_TRIES + 1):
+        try:
+            return runner.run(config, run_dir / f"try{attempt}")
+        except InfraError as err:
+            print(f"{run_dir.name}: infrastructure fault, run again: {err}", file=sys.stderr)
+    return None
 
 
 def interleaved(repeats: int, a: Samples, b: Samples) -> list[Samples]:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.llamacpp_recommendation import INFRA_TRIES, SHOWN, compare
+from bench.llamacpp_recommendation import INFRA_TRIES, SHOWN, compare, run_fresh
 from objectives.objective import get_objective
-from tuner.errors import InfraError, TunerError
+from tuner.errors import TunerError
 from tuner.space import Space, load_space
 from tuner.space.render import render_engine_config
 from tuner.trial import TrialRunner
@@ -72,14 +72,8 @@ def rotations(repeats: int, configs: list[Config]) -> list[Config]:
 
 def measure(runner: TrialRunner, space: Space, config: Config, run_dir: Path) -> None:
     """One fresh engine with ``config.params``; appends each tier's metrics to its samples."""
-    engine = render_engine_config(space, config.params)
-    for attempt in range(1, INFRA_TRIES + 1):
-        try:
-            outcome = runner.run(engine, run_dir / f"try{attempt}")
-            break
-        except InfraError as err:
-            print(f"{run_dir.name}: infrastructure fault, run again: {err}", file=sys.stderr)
-    else:
+    outcome = run_fresh(runner, render_engine_config(space, config.params), run_dir)
+    if outcome is None:
         config.failures.append(f"{run_dir.name}: {INFRA_TRIES} infrastructure faults")
         return
     if outcome.failure:
