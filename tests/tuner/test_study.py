@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,9 +16,10 @@ from pydantic import Field
 import launchers
 from launchers._base import Endpoint, Launcher, LauncherSettings
 from launchers.sim import SimLauncher
+from tests.launchers.helpers import LOOPBACK_ENGINE, free_port
 from tests.tuner.conftest import write_yaml
 from tuner.engine import EngineConfig
-from tuner.errors import FailureKind, LaunchError, StudyError, TunerError
+from tuner.errors import FailureKind, LaunchError, SetupError, StudyError, TunerError
 from tuner.study import RunOptions, run_study
 
 
@@ -224,3 +227,21 @@ def test_resume_with_changed_space_refused(space_file: Path, tmp_path: Path, sma
     write_yaml(space_file, small_space)
     with pytest.raises(StudyError, match="different space"):
         run_study(options(space_file, tmp_path, trials=2), report=lambda _: None)
+
+
+def test_a_model_name_the_engine_does_not_serve_stops_the_study_at_once(
+    small_space: dict[str, Any], tmp_path: Path
+) -> None:
+    # llama.cpp gets no --served-model-name from tune, so the loopback engine serves "m" only.
+    engine = {"name": "llama.cpp", "version": "0.3.36", "model": "m", "port": free_port(),
+              "served_model_name": "other", "command": [sys.executable, str(LOOPBACK_ENGINE),
+              "{model}"]}  # fmt: skip
+    space = {**small_space, "engine": engine, "target": {"kind": "process"}, "base": {}}
+    space["parameters"] = {}
+    space["rules"] = []
+    started = time.monotonic()
+    with pytest.raises(SetupError, match="does not serve model 'other'"):
+        run_study(options(write_yaml(tmp_path / "s.yaml", space), tmp_path, trials=3), print)
+    assert time.monotonic() - started < 60  # not the ready timeout
+    study = load(tmp_path, "s")
+    assert [t.state for t in study.trials] == [TrialState.FAIL]  # never counted as infeasible
