@@ -6,8 +6,13 @@ from the socket is stamped with ``time.perf_counter()`` on arrival; each SSE eve
 that read counts at that time. A chunk counts as a token event when its ``choices`` list is not
 empty, as ``vllm bench serve`` counts them (TTFT = first such chunk, ITL = gaps between them).
 
-Failures keep their reason: ``http <status>``, ``timeout``, ``stream broken`` (connection lost
-or the stream ended without ``[DONE]``), ``malformed chunk``, ``no tokens``.
+Failures keep their reason: ``HTTP <status>: <the server's message>``, ``timeout``, ``stream
+broken`` (connection lost or the stream ended without ``[DONE]``), ``malformed chunk``, ``no
+tokens``. The server's own words are what explain a refusal, so they are kept verbatim (cut at
+300 characters): from a 4xx/5xx body (vLLM's ``{"error": {"message": ...}}``, older
+``{"message": ...}``, else the raw text), and from an ``error`` event inside a 200 stream, which
+is how vLLM refuses a streamed request whose prompt it rejects (``Token id N is out of
+vocabulary``), with the HTTP status it would have sent as ``error.code``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from objectives.transport import FRESH_CONNECTION, LeanTransport
 
 Api = Literal["completions", "chat"]
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+MESSAGE_CHARS = 300  # a server message longer than this is cut (an HTML error page...)
 
 
 def server_root(base_url: str) -> str:
@@ -104,10 +110,51 @@ class StreamingClient:
             "POST", self.path, content=body, headers=headers, extensions=extensions
         ) as resp:
             if resp.status_code != 200:
-                await resp.aread()
-                rec.error = f"http {resp.status_code}"
+                rec.error = http_failure(resp.status_code, await resp.aread())
                 return
             await _read_stream(resp, rec)
+
+
+def http_failure(status: int | None, body: bytes | str | dict[str, Any]) -> str:
+    """``HTTP <status>: <message>`` for a refused request, the server's message verbatim."""
+    message = server_message(body)
+    head = f"HTTP {status}" if status is not None else "server error"
+    return f"{head}: {message}" if message else head
+
+
+def server_message(body: bytes | str | dict[str, Any]) -> str:
+    """The message of an error body: vLLM's ``error.message``, ``message``, else the text."""
+    if isinstance(body, dict):
+        data: Any = body
+        text = json.dumps(body)
+    else:
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        data = _json_or_none(text)
+    message = _message_of(data) if isinstance(data, dict) else None
+    return _clip(message if message is not None else text)
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _message_of(data: dict[str, Any]) -> str | None:
+    error = data.get("error")
+    nested = error.get("message") if isinstance(error, dict) else error
+    for value in (nested, data.get("message"), data.get("detail")):  # detail: FastAPI's
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _clip(text: str) -> str:
+    one_line = " ".join(text.split())
+    if len(one_line) <= MESSAGE_CHARS:
+        return one_line
+    return one_line[: MESSAGE_CHARS - 3] + "..."
 
 
 async def _read_stream(resp: httpx.Response, rec: RequestRecord) -> None:
@@ -140,6 +187,8 @@ class _StreamState:
         if data is None:
             self.done = True
             return
+        if data.get("error") and rec.error is None:  # vLLM refusing a streamed request
+            rec.error = _stream_error(data)
         if data.get("choices"):
             rec.chunk_times.append(now)
             self.content_chunks += 1
@@ -152,10 +201,19 @@ class _StreamState:
         rec.output_tokens = (
             self.usage_tokens if self.usage_tokens is not None else self.content_chunks
         )
+        if rec.error is not None:
+            return  # the server said why
         if not self.done:
             rec.error = "stream broken"
         elif not rec.chunk_times:
             rec.error = "no tokens"
+
+
+def _stream_error(data: dict[str, Any]) -> str:
+    # vLLM's in-stream ErrorResponse carries the HTTP status it stands for as ``code``.
+    error = data["error"]
+    code = error.get("code") if isinstance(error, dict) else None
+    return http_failure(code if isinstance(code, int) and code >= 100 else None, data)
 
 
 _CHOICES = (b'"choices":[{', b'"choices": [{')

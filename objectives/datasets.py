@@ -7,7 +7,8 @@ an earlier tier left behind, except where the dataset shares prefixes on purpose
 prompts are real text and stay the same in every tier (as repeated ``vllm bench serve`` runs).
 
 Synthetic prompts are token ids for ``/v1/completions`` (exact lengths, as ``vllm bench serve``
-sends them) and space-separated common words for chat (about one token per word).
+sends them), drawn below the dataset's ``vocab_size`` (``objectives.vocab`` finds it for the
+served model), and space-separated common words for chat (about one token per word).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from objectives.records import BenchRequest
+from objectives.vocab import DEFAULT_VOCAB, id_floor
 from objectives.workload import (
     LongPromptDataset,
     PrefixRepetitionDataset,
@@ -31,7 +33,6 @@ from objectives.workload import (
 from tuner.errors import SpaceError
 
 WARMUP_ROUND = 1_000_003  # content round of warm-up requests: never a tier's round
-_FIRST_ID = 100  # low ids are special tokens in most vocabularies
 _WORD_TEXT = (
     "the of and to in is it you that he was for on are with as his they be at one have"
     " this from or had by word but what some we can out other were all there when up"
@@ -90,8 +91,10 @@ def _render(ids: np.ndarray, as_ids: bool) -> str | list[int]:
     return "".join(_WORDS[ids % len(_WORDS)])
 
 
-def _ids(rng: np.random.Generator, n: int, vocab_size: int) -> np.ndarray:
-    return rng.integers(_FIRST_ID, vocab_size, size=n, dtype=np.int64)
+def _ids(rng: np.random.Generator, n: int, vocab_size: int | None) -> np.ndarray:
+    # Unset (chat, the simulator, a caller that did not resolve it): the old default.
+    bound = vocab_size or DEFAULT_VOCAB
+    return rng.integers(id_floor(bound), bound, size=n, dtype=np.int64)
 
 
 def _random(

@@ -6,6 +6,10 @@ distribution of shape ``burstiness``, mean 1/rate, as ``vllm bench serve``), so 
 flight. The client watches itself: a probe task measures event-loop delay, and each open-loop
 send is compared with its scheduled time. When those lags are large enough to distort the
 timestamps, the tier is marked ``client_saturated``: the client, not the server, limited it.
+Only timestamps of streams that produced tokens can be distorted, so only they are judged: lag
+and CPU are counted while such a stream was in flight, send lag for such requests, and a tier
+where no stream produced a token (every request refused at once) is never client-saturated. A
+closed loop of instant refusals keeps the client busy, but it measures nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
@@ -46,7 +50,8 @@ _SCRAPE_S = 1.0
 
 @dataclass
 class ClientLag:
-    """What the client measured about itself during one tier."""
+    """What the client measured about itself during one tier (``drive``: only while a stream
+    that produced tokens was in flight; ``wall_s`` is how long that was)."""
 
     loop_lag_s: list[float] = field(default_factory=list)
     send_lag_s: list[float] = field(default_factory=list)
@@ -57,6 +62,7 @@ class ClientLag:
     def summary(self) -> dict[str, float]:
         busy = self.cpu_s / (self.wall_s * self.workers) if self.wall_s else 0.0
         out: dict[str, float] = {"cpu_share": busy, "workers": float(self.workers)}
+        out["counted_s"] = self.wall_s
         for name, values in (("loop_lag", self.loop_lag_s), ("send_lag", self.send_lag_s)):
             arr = np.asarray(values or [0.0]) * 1000
             out[f"p50_{name}_ms"] = float(np.percentile(arr, 50))
@@ -102,7 +108,7 @@ async def drive(
     count from it, and several processes given the same ``start`` begin together.
     """
     records: list[RequestRecord | None] = [None] * len(requests)
-    lag = ClientLag()
+    send_lag: dict[int, float] = {}  # open loop: how late request i was sent
     next_index = iter(range(len(requests)))
     start = perf_counter() if start is None else start
     if start > perf_counter():
@@ -114,29 +120,77 @@ async def drive(
             if due > perf_counter():
                 await asyncio.sleep(due - perf_counter())
             if arrivals[i] > 0:
-                lag.send_lag_s.append(max(0.0, perf_counter() - due))
+                send_lag[i] = max(0.0, perf_counter() - due)
             records[i] = rec = await client.send(requests[i], bodies[i])
             if on_request is not None:
                 on_request(rec)
 
-    probe = asyncio.create_task(_probe_loop(lag.loop_lag_s))
-    cpu0 = time.process_time()
+    samples: list[_Sample] = []
+    probe = asyncio.create_task(_probe_loop(samples))
     try:
         await asyncio.gather(*(worker() for _ in range(min(concurrency, len(requests)))))
     finally:
-        lag.cpu_s, lag.wall_s = time.process_time() - cpu0, perf_counter() - start
         probe.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await probe
-    return [r for r in records if r is not None], lag
+    return [r for r in records if r is not None], counted_lag(records, samples, send_lag)
 
 
-async def _probe_loop(out: list[float]) -> None:
-    # A sleeper that wakes late measures how long other callbacks held the event loop.
+_Sample = tuple[float, float, float, float]  # wake time, loop lag, CPU s, wall s since last
+
+
+async def _probe_loop(out: list[_Sample]) -> None:
+    # A sleeper that wakes late measures how long other callbacks held the event loop; the
+    # CPU time of each interval lets CPU share be counted over chosen intervals only.
+    t, cpu = perf_counter(), time.process_time()
     while True:
-        t = perf_counter()
         await asyncio.sleep(_PROBE_S)
-        out.append(max(0.0, perf_counter() - t - _PROBE_S))
+        now, cpu_now = perf_counter(), time.process_time()
+        out.append((now, max(0.0, now - t - _PROBE_S), cpu_now - cpu, now - t))
+        t, cpu = now, cpu_now
+
+
+def counted_lag(
+    records: Sequence[RequestRecord | None],
+    samples: Sequence[_Sample],
+    send_lag: Mapping[int, float],
+) -> ClientLag:
+    """The client's figures over the intervals when a stream that produced tokens was in
+    flight (``records`` and ``send_lag`` by request index: only such requests' sends count)."""
+    streamed = [r for r in records if r is not None and r.chunk_times]
+    starts, ends = _token_spans(streamed)
+    kept = [s for s in samples if _overlaps(s[0] - s[3], s[0], starts, ends)]
+    return ClientLag(
+        loop_lag_s=[s[1] for s in kept],
+        send_lag_s=[v for i, v in send_lag.items() if (r := records[i]) and r.chunk_times],
+        cpu_s=float(sum(s[2] for s in kept)),
+        wall_s=float(sum(s[3] for s in kept)),
+    )
+
+
+def _token_spans(streamed: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+    # Send to last chunk of every stream that produced tokens, merged into disjoint spans.
+    spans = sorted((r.send_time, r.chunk_times[-1]) for r in streamed)
+    merged: list[list[float]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    arr = np.asarray(merged, dtype=float).reshape(-1, 2)
+    return arr[:, 0], arr[:, 1]
+
+
+def _overlaps(a: float, b: float, starts: np.ndarray, ends: np.ndarray) -> bool:
+    i = int(np.searchsorted(starts, b, side="right")) - 1
+    return i >= 0 and ends[i] >= a
+
+
+def client_limited(
+    records: Sequence[RequestRecord], lag: ClientLag, median_itl_ms: float, limit: float | None
+) -> bool:
+    """``lag.saturated``, but never for a tier where no stream produced a token."""
+    return any(r.chunk_times for r in records) and lag.saturated(median_itl_ms, limit)
 
 
 async def scrape(http: httpx.AsyncClient) -> dict[str, float] | None:
@@ -204,8 +258,9 @@ async def run_http(
                     http, send, requests, endpoint.model, workload, concurrency, on_request
                 )
                 result = tier_result(records, concurrency, workload, slos, server, lag.summary())
-                result.client_saturated = lag.saturated(
-                    float(result.metrics["median_itl_ms"]), workload.client_lag_limit_ms
+                itl = float(result.metrics["median_itl_ms"])
+                result.client_saturated = client_limited(
+                    records, lag, itl, workload.client_lag_limit_ms
                 )
                 on_tier(result)
     finally:

@@ -14,8 +14,8 @@ work. Failures are counted by reason; what a failure rate means is the objective
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -95,9 +95,27 @@ def failure_reason(rec: RequestRecord) -> str | None:
 
 
 def count_failures(records: Sequence[RequestRecord]) -> dict[str, int]:
-    """Failed requests by reason (``http 500``, ``timeout``, ``length not honoured``...)."""
+    """Failed requests by reason (``HTTP 400: <message>``, ``timeout``...), as merged."""
     reasons = (failure_reason(r) for r in records)
-    return dict(Counter(r for r in reasons if r is not None))
+    return merge_failures([{r: 1} for r in reasons if r is not None])
+
+
+def merge_failures(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Failure counts added up; reasons that differ only in numbers after their first ``: ``
+    count under the first one seen, so ``HTTP 400: Token id 31991 is out of vocabulary`` and
+    ``... 31987 ...`` are one line that still shows a server message verbatim."""
+    merged: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for part in counts:
+        for reason, n in part.items():
+            label = first.setdefault(_shape(reason), reason)
+            merged[label] = merged.get(label, 0) + n
+    return merged
+
+
+def _shape(reason: str) -> str:
+    head, sep, message = reason.partition(": ")
+    return head + sep + re.sub(r"\d+", "#", message)
 
 
 def compute_metrics(

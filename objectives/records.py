@@ -43,7 +43,8 @@ class RequestRecord:
     output_tokens: int = 0  # usage.completion_tokens (or counted tokens when usage is absent)
     prompt_tokens: int | None = None  # usage.prompt_tokens when the server reports it
     success: bool = False
-    error: str | None = None  # why it failed: "http 500", "stream broken", "timeout", ...
+    # Why it failed: "HTTP 400: <the server's message>", "stream broken", "timeout", ...
+    error: str | None = None
 
     @property
     def ttft(self) -> float | None:

@@ -31,6 +31,7 @@ from objectives.metrics import (
     slo_violations,
 )
 from objectives.records import RequestRecord
+from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
 from tuner.errors import InfraError, TunerError
 
@@ -49,9 +50,11 @@ def run_benchmark(
 ) -> list[TierResult]:
     """Measure every tier of ``workload`` against ``endpoint``; see the module docstring.
 
-    ``base_dir`` resolves relative dataset paths; ``on_request`` sees every measured record as
-    it completes (progress display); ``client_workers`` > 1 sends each HTTP tier from that many
-    client processes (``objectives.workers``).
+    ``base_dir`` resolves relative dataset and tokenizer paths; ``on_request`` sees every
+    measured record as it completes (progress display); ``client_workers`` > 1 sends each HTTP
+    tier from that many client processes (``objectives.workers``). Over HTTP, token-id prompts
+    are drawn inside the served model's vocabulary when the workload leaves ``vocab_size``
+    unset (``objectives.vocab.with_vocab``).
     """
     results: list[TierResult] = []
     try:
@@ -63,6 +66,7 @@ def run_benchmark(
             from objectives.load import run_http
 
             collect = _collect(results, on_tier)
+            workload = with_vocab(workload, endpoint, base_dir)
             asyncio.run(
                 run_http(endpoint, workload, slos, collect, base_dir, on_request, client_workers)
             )

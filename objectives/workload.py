@@ -3,7 +3,9 @@
 A workload is a dataset (how prompts and output lengths are made), a number of measured
 requests per concurrency tier, warm-up requests that are not measured, the tiers themselves,
 and an optional open-loop request rate. Everything is derived from ``seed``, so every trial
-sends the same requests in the same order.
+sends the same requests in the same order. Token-id prompts must stay inside the served
+model's vocabulary: a dataset's ``vocab_size`` left unset is found for the endpoint at run time
+(``objectives.vocab``).
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ class RandomDataset(_Strict):
     prefix_len: int = Field(
         0, ge=0, description="Tokens of one prefix shared by every prompt (prefix-cache reuse)."
     )
-    vocab_size: int = Field(
-        32000,
-        gt=200,
-        description="Token ids for /v1/completions are drawn from [100, vocab_size) (no specials).",
+    vocab_size: int | None = Field(
+        None,
+        ge=2,
+        description="Token ids for /v1/completions are drawn from [100, vocab_size) (from 0 "
+        "when vocab_size <= 200); unset: below the served model's first special token, found "
+        "from the workload's tokenizer, the model folder or the server (objectives/vocab.py).",
     )
 
 
@@ -88,7 +92,9 @@ class PrefixRepetitionDataset(_Strict):
     repeats: int = Field(gt=0, description="How many times each prefix is sent.")
     output_len: int = Field(gt=0, description="Output length in tokens of every request.")
     shuffle: bool = Field(True, description="Interleave repeats in a seeded order.")
-    vocab_size: int = Field(32000, gt=200, description="Token id range, as for random.")
+    vocab_size: int | None = Field(
+        None, ge=2, description="Token id bound, as for random (unset: the served model's)."
+    )
 
 
 class LongPromptDataset(_Strict):
@@ -97,7 +103,9 @@ class LongPromptDataset(_Strict):
     kind: Literal["long_prompt"] = Field(description="Dataset kind selector.")
     input_len: int = Field(gt=0, description="Prompt length in tokens.")
     output_len: int = Field(gt=0, description="Output length in tokens.")
-    vocab_size: int = Field(32000, gt=200, description="Token id range, as for random.")
+    vocab_size: int | None = Field(
+        None, ge=2, description="Token id bound, as for random (unset: the served model's)."
+    )
 
 
 DatasetSpec = Annotated[
@@ -133,6 +141,12 @@ class WorkloadSpec(_Strict):
         description="Gamma shape of inter-arrival times (1 = Poisson), as vllm bench serve.",
     )
     seed: int = Field(0, ge=0, description="Seed of every random choice (same requests).")
+    tokenizer: Path | None = Field(
+        None,
+        description="Local HF tokenizer folder or tokenizer.json (relative to the space file's "
+        "folder) whose vocabulary bounds random token ids where the dataset's vocab_size is "
+        "unset; default: the model's folder, else the one the server lists in /v1/models.",
+    )
     endpoint: Literal["completions", "chat"] = Field(
         "completions", description="/v1/completions (token-id prompts) or /v1/chat/completions."
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launchers import launcher_class
-from objectives.metrics import SLO, TierResult
+from objectives.metrics import SLO, TierResult, merge_failures
 from objectives.objective import Objective
 from objectives.runner import run_benchmark
 from tuner.engine import EngineConfig
@@ -181,11 +181,10 @@ def _tier_data(result: TierResult) -> dict[str, Any]:
 
 
 def _merge_failures(results: Sequence[TierResult]) -> str:
-    merged: dict[str, int] = {}
-    for r in results:
-        for reason, n in r.failures.items():
-            merged[reason] = merged.get(reason, 0) + n
-    return ", ".join(f"{n}x {reason}" for reason, n in sorted(merged.items())) or "no reason given"
+    # Most frequent first; a server's message (HTTP 400: ...) is kept verbatim, once.
+    merged = merge_failures(r.failures for r in results)
+    ranked = sorted(merged.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{n}x {reason}" for reason, n in ranked) or "no reason given"
 
 
 __all__ = ["CONSTRAINT_KEYS", "FailureKind", "TrialOutcome", "TrialRunner", "infeasible"]

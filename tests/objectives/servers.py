@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,21 +15,35 @@ ROOT = Path(__file__).resolve().parents[2]
 @contextmanager
 def paced_server(itl_ms: float = 10, ttft_ms: float = 20) -> Iterator[str]:
     """bench/pacing_server.py in its own process; yields its base URL."""
+    script = ROOT / "bench" / "pacing_server.py"
+    args = ["--itl-ms", str(itl_ms), "--ttft-ms", str(ttft_ms), "--max-seconds", "120"]
+    with _serve(script, args) as url:
+        yield url
+
+
+@contextmanager
+def vllm_like_server(*args: str) -> Iterator[str]:
+    """tests/objectives/vllm_like_server.py (vLLM's prompt checks) with ``args``; its URL."""
+    with _serve(Path(__file__).with_name("vllm_like_server.py"), list(args)) as url:
+        yield url
+
+
+def tiny_model(folder: Path) -> Path:
+    """A model folder like domain.md 7b's: 958 ordinary ids, 3 specials, config vocab 961."""
+    folder.mkdir(parents=True)
+    vocab = {f"t{i}": i for i in range(958)}
+    added = [{"id": i, "content": f"<|s{i}|>", "special": True} for i in (958, 959, 960)]
+    tok = {"added_tokens": added, "model": {"type": "BPE", "vocab": vocab, "merges": []}}
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    (folder / "config.json").write_text(json.dumps({"vocab_size": 961}))
+    return folder
+
+
+@contextmanager
+def _serve(script: Path, args: list[str]) -> Iterator[str]:
+    # Each server prints "PORT <n>" once it listens on 127.0.0.1.
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "pacing_server.py"),
-            "--port",
-            "0",
-            "--itl-ms",
-            str(itl_ms),
-            "--ttft-ms",
-            str(ttft_ms),
-            "--max-seconds",
-            "120",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, str(script), "--port", "0", *args], stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None

@@ -8,10 +8,11 @@ import pytest
 
 from launchers import Endpoint
 from objectives.client import StreamingClient, make_http_client, prepare
-from objectives.load import ClientLag, arrival_offsets, drive
-from objectives.records import BenchRequest
+from objectives.load import ClientLag, arrival_offsets, client_limited, counted_lag, drive
+from objectives.records import BenchRequest, RequestRecord
 from objectives.runner import run_benchmark
 from objectives.workload import WorkloadSpec
+from tests.objectives.servers import vllm_like_server
 
 
 def workload(**kw: object) -> WorkloadSpec:
@@ -117,3 +118,61 @@ def test_a_workload_lag_limit_replaces_the_gap_based_rule() -> None:
     assert late_tail.saturated(median_itl_ms=20.0)
     assert not late_tail.saturated(median_itl_ms=20.0, lag_limit_ms=100.0)
     assert late_tail.saturated(median_itl_ms=400.0, lag_limit_ms=30.0)
+
+
+def test_requests_refused_at_once_never_mark_the_client_saturated() -> None:
+    # Every request fails at once while the loop is held 30 ms at a time: nothing was timed,
+    # so nothing the client did distorted a measurement.
+    reqs = [BenchRequest([101, 102], 2, 4)] * 24
+    with vllm_like_server("--reject", "Token id 31991 is out of vocabulary") as url:
+
+        async def go() -> tuple[list[RequestRecord], ClientLag]:
+            async with make_http_client(url, 30) as http:
+                client = StreamingClient(http, "completions", 30)
+                loop = asyncio.get_running_loop()
+                hog = loop.call_later(0.0, _hog, loop)
+                try:
+                    return await drive(
+                        client, reqs, prepare(reqs, "tiny", "completions"), 8, [0.0] * 24
+                    )
+                finally:
+                    hog.cancel()
+
+        records, lag = asyncio.run(go())
+        (tier,) = run_benchmark(
+            Endpoint("tiny", base_url=url), workload(tiers=[16], num_prompts=64)
+        )
+    assert all(r.error == "HTTP 400: Token id 31991 is out of vocabulary" for r in records)
+    assert not lag.saturated() and not client_limited(records, lag, 0.0, None)
+    assert not tier.client_saturated
+    assert tier.failures == {"HTTP 400: Token id 31991 is out of vocabulary": 64}
+
+
+def _record(send: float, chunks: list[float]) -> RequestRecord:
+    return RequestRecord(2, len(chunks), send, chunks, len(chunks), success=bool(chunks))
+
+
+def test_lag_counts_only_while_a_stream_that_produced_tokens_was_in_flight() -> None:
+    records = [
+        _record(0.0, []),  # refused: its time says nothing
+        _record(1.0, [1.1, 1.2, 2.0]),
+        _record(1.5, [1.6, 3.0]),
+        _record(5.0, []),
+    ]
+    # (wake time, loop lag, CPU s, wall s): big lags only while refused requests ran.
+    samples = [(0.5, 0.5, 0.5, 0.5), (1.05, 0.001, 0.01, 0.05), (2.5, 0.002, 0.1, 1.0)]
+    samples += [(3.02, 0.0, 0.01, 0.03), (5.5, 0.4, 0.4, 0.4)]
+    lag = counted_lag(records, samples, {0: 0.3, 1: 0.001, 3: 0.9})
+    assert lag.loop_lag_s == [0.001, 0.002, 0.0]  # the one waking at 3.02 began at 2.99
+    assert lag.send_lag_s == [0.001]
+    assert lag.cpu_s == pytest.approx(0.12) and lag.wall_s == pytest.approx(1.08)
+    assert not lag.saturated()
+    nothing = counted_lag(records[:1], samples, {0: 0.3})
+    assert nothing.loop_lag_s == [] and nothing.summary()["cpu_share"] == 0.0
+
+
+def test_a_tier_where_no_stream_produced_a_token_is_never_client_saturated() -> None:
+    busy = ClientLag(loop_lag_s=[0.05] * 100, cpu_s=9.5, wall_s=10.0)
+    assert busy.saturated()
+    assert not client_limited([_record(0.0, [])] * 4, busy, 0.0, None)
+    assert client_limited([_record(0.0, []), _record(0.0, [0.1])], busy, 0.0, None)

@@ -11,6 +11,7 @@ from objectives.metrics import (
     TierResult,
     compute_metrics,
     count_failures,
+    merge_failures,
     slo_violations,
 )
 from objectives.records import RequestRecord
@@ -104,6 +105,29 @@ def test_failures_are_counted_by_reason_and_not_averaged() -> None:
         "timeout": 1,
         LENGTH_NOT_HONOURED: 1,
     }
+
+
+def test_server_messages_differing_only_in_numbers_count_as_one_verbatim_reason() -> None:
+    def refused(message: str) -> RequestRecord:
+        return rec(0.0, [], 2, success=False, error=message)
+
+    records = [
+        refused("HTTP 400: Token id 31991 is out of vocabulary"),
+        refused("HTTP 400: Token id 31987 is out of vocabulary"),
+        refused("HTTP 400: This model's maximum context length is 2048 tokens"),
+        refused("HTTP 500: Token id 31991 is out of vocabulary"),
+        refused("HTTP 400: Token id 960 is out of vocabulary"),
+    ]
+    assert count_failures(records) == {
+        "HTTP 400: Token id 31991 is out of vocabulary": 3,
+        "HTTP 400: This model's maximum context length is 2048 tokens": 1,
+        "HTTP 500: Token id 31991 is out of vocabulary": 1,
+    }
+    tiers = [
+        {"HTTP 400: Token id 5 is out of vocabulary": 2},
+        {"HTTP 400: Token id 7 is out of vocabulary": 3, "timeout": 1},
+    ]
+    assert merge_failures(tiers) == {"HTTP 400: Token id 5 is out of vocabulary": 5, "timeout": 1}
 
 
 def test_empty_tier_is_all_zero() -> None:

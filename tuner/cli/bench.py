@@ -16,11 +16,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from launchers import Endpoint
 from objectives.metrics import TierResult
 from objectives.records import RequestRecord
 from objectives.runner import partial_results, run_benchmark
+from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
 from tuner.cli import app
 from tuner.errors import TunerError
@@ -45,12 +47,14 @@ def parse_tiers(text: str) -> list[int]:
 def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
     """The ``WorkloadSpec`` the flags describe (same validation as a space file's workload)."""
     kind = opts["dataset"]
+    ids = {"vocab_size": opts.get("vocab_size")}  # token-id datasets only
     datasets: dict[str, dict[str, Any]] = {
         "random": {
             "input_len": opts["input_len"],
             "output_len": opts["output_len"],
             "range_ratio": opts["range_ratio"],
             "prefix_len": opts["prefix_len"],
+            **ids,
         },
         "sharegpt": {"path": opts["dataset_path"], "output_len": opts["fixed_output_len"]},
         "prefix_repetition": {
@@ -59,8 +63,9 @@ def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
             "prefix_len": opts["prefix_len"] or opts["input_len"],
             "suffix_len": opts["suffix_len"],
             "output_len": opts["output_len"],
+            **ids,
         },
-        "long_prompt": {"input_len": opts["input_len"], "output_len": opts["output_len"]},
+        "long_prompt": {"input_len": opts["input_len"], "output_len": opts["output_len"], **ids},
     }
     if kind not in datasets:
         raise TunerError(f"--dataset {kind!r} is not one of {', '.join(DATASETS)}")
@@ -76,6 +81,7 @@ def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
         "seed": opts["seed"],
         "endpoint": opts["endpoint"],
         "request_timeout_s": opts["timeout"],
+        "tokenizer": opts.get("tokenizer"),
     }
     try:
         return WorkloadSpec.model_validate(body)
@@ -124,9 +130,18 @@ def summary_table(results: list[TierResult]) -> Table:
                     "p99_itl_ms",
                 )
             ),
-            ", ".join(flags),
+            Text(", ".join(flags)),  # server messages are not rich markup
         )
     return table
+
+
+def failure_lines(results: list[TierResult]) -> list[str]:
+    """Each tier's failure reasons in full (the table's flags column wraps them)."""
+    return [
+        f"c{r.concurrency}: {n} failed: {reason}"
+        for r in results
+        for reason, n in r.failures.items()
+    ]
 
 
 def write_json(
@@ -154,6 +169,7 @@ def run_bench(
         BenchIncomplete: after printing and writing everything, when a tier had failed
             requests or a saturated client.
     """
+    spec = with_vocab(spec, endpoint)  # the JSON then shows the token-id bound used
     console = Console(stderr=True)
     with _progress(console, progress) as bar:
         task = bar.add_task("warm-up", total=spec.requests_per_tier)
@@ -180,6 +196,8 @@ def run_bench(
     if not out.is_terminal:
         out = Console(width=160)  # a file or pipe gets the whole table, not 80 columns
     out.print(summary_table(results))
+    for line in failure_lines(results):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     if json_out is not None:
         write_json(json_out, endpoint, spec, results)
     failed = [str(r.concurrency) for r in results if r.has_failures]
@@ -229,6 +247,17 @@ def bench(
     seed: int = typer.Option(0, help="Seed of every random choice."),
     endpoint: str = typer.Option("completions", help="completions | chat"),
     timeout: float = typer.Option(600.0, help="Per-request timeout in seconds."),
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            help="Local HF tokenizer folder or tokenizer.json: random token ids stay inside "
+            "its vocabulary (default: the model's folder, else the one /v1/models lists)."
+        ),
+    ] = None,
+    vocab_size: Annotated[
+        int | None,
+        typer.Option(help="Random token ids are drawn from [100, N) (overrides --tokenizer)."),
+    ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write per-tier JSON here.")
     ] = None,

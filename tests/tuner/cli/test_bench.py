@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from objectives.workload import PrefixRepetitionDataset
-from tests.objectives.servers import paced_server
+from tests.objectives.servers import paced_server, tiny_model, vllm_like_server
 from tuner.cli import main
 from tuner.cli.bench import bench_workload, parse_tiers
 from tuner.errors import TunerError
@@ -211,3 +211,60 @@ def test_bench_against_the_simulated_engine_http_server(sim_http: str, tmp_path:
         assert tier["server"]["generation_tokens"] == 32
         assert tier["server"]["prompt_tokens"] == 4 * 3024
         assert 0 < tier["server"]["prefix_cache_hit_rate"] < 1  # a 1024-token shared prefix
+
+
+VOCAB_MESSAGE = "Token id 31991 is out of vocabulary"
+
+
+def test_a_server_refusing_every_request_shows_its_message_and_no_saturation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bench.json"
+    with vllm_like_server("--reject", VOCAB_MESSAGE) as url:
+        code = main(bench_args(url, out, "tiny", "--vocab-size", "32000"))
+    captured = capsys.readouterr()
+    assert code == 1 and "error: failed requests at tiers 1,4" in captured.err
+    assert "client saturated" not in captured.err and "CLIENT-SATURATED" not in captured.out
+    assert f"c1: 8 failed: HTTP 400: {VOCAB_MESSAGE}" in captured.out
+    tiers = json.loads(out.read_text())["tiers"]
+    assert [t["failures"] for t in tiers] == [{f"HTTP 400: {VOCAB_MESSAGE}": 8}] * 2
+    assert not any(t["client_saturated"] for t in tiers)
+
+
+@pytest.mark.parametrize("errors", ["stream", "http"])
+def test_random_ids_stay_inside_the_vocabulary_the_server_lists(
+    tmp_path: Path, errors: str
+) -> None:
+    # vLLM 0.32 refuses ids >= 961 (in-stream for a streamed request): found from /v1/models.
+    model = tiny_model(tmp_path / "model")
+    out = tmp_path / "bench.json"
+    with vllm_like_server("--vocab", "961", "--root", str(model), "--errors", errors) as url:
+        main(bench_args(url, out, "tiny", "--input-len", "256"))
+        seen = httpx.get(url + "/seen").json()["max_seen"]
+    doc = json.loads(out.read_text())
+    assert doc["workload"]["dataset"]["vocab_size"] == 958
+    assert all(t["failures"] == {} and t["completed"] == 8 for t in doc["tiers"])
+    assert 900 <= seen < 958  # drawn up to the first special token, never past it
+
+
+def test_vocab_flags_win_over_what_the_server_lists(tmp_path: Path) -> None:
+    model = tiny_model(tmp_path / "model")
+    small = tmp_path / "small.json"
+    vocab = {f"t{i}": i for i in range(500)}
+    small.write_text(json.dumps({"model": {"type": "BPE", "vocab": vocab}, "added_tokens": []}))
+    out = tmp_path / "bench.json"
+    with vllm_like_server("--vocab", "961", "--root", str(model)) as url:
+        for extra, bound in ((["--tokenizer", str(small)], 500), (["--vocab-size", "300"], 300)):
+            main(bench_args(url, out, "tiny", *extra))
+            doc = json.loads(out.read_text())
+            assert doc["workload"]["dataset"]["vocab_size"] == bound
+            assert all(t["failures"] == {} for t in doc["tiers"])
+        assert httpx.get(url + "/seen").json()["max_seen"] < 500
+
+
+def test_an_unreadable_tokenizer_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = bench_args("http://127.0.0.1:9", tmp_path / "x.json")
+    assert main([*args, "--tokenizer", str(tmp_path / "nope")]) == 2
+    assert "tokenizer" in capsys.readouterr().err
