@@ -202,7 +202,7 @@ class SimEngine:
             rec.error = f"engine is dead: {self.dead}" if self.dead else "not sent"
             return rec
         if s.prompt_len + s.output_len > self.cfg.max_model_len:
-            rec.error = "http 400: prompt + max_tokens longer than max_model_len"
+            rec.error = "HTTP 400: prompt + max_tokens longer than max_model_len"
             return rec
         rec.chunk_times = list(s.chunk_times)
         rec.output_tokens = s.produced
@@ -252,7 +252,7 @@ class _Runner:
         req = self.sims[i]
         self.sent[i] = t
         if req.prompt_len + req.output_len > self.max_len:
-            return  # refused by the API server (http 400), never reaches the engine
+            return  # refused by the API server (HTTP 400), never reaches the engine
         req.arrival = t
         self.in_flight += 1
         self.core.add(req)
