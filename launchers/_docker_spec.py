@@ -6,6 +6,7 @@ device, mount and label choices directly and on a created container's inspected 
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from pathlib import Path
@@ -54,6 +55,12 @@ class DockerSettings(LauncherSettings):
         description="Mounts as HOST:CONTAINER[:ro|rw], like docker -v; a HOST starting with . "
         "is relative to the working directory, a bare name is a docker volume.",
     )
+    same_path_volumes: list[str] = Field(
+        default_factory=list,
+        description="Host folders mounted read-only at their own absolute path (a relative one "
+        "is resolved against the working directory): installs that name their own path, such "
+        "as a virtual environment, whose scripts' shebangs name its python.",
+    )
     model_cache: str | None = Field(
         None, description="Host model folder mounted at /root/.cache/huggingface."
     )
@@ -100,6 +107,14 @@ class DockerSettings(LauncherSettings):
                 raise ValueError(f"volume {spec!r}: mode must be ro or rw, got {parts[2]!r}")
         return volumes
 
+    @field_validator("same_path_volumes")
+    @classmethod
+    def _one_path(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if ":" in path:
+                raise ValueError(f"same-path volume {path!r} is one HOST path (no :CONTAINER)")
+        return paths
+
     @field_validator("cache_dirs")
     @classmethod
     def _cache_syntax(cls, dirs: list[str]) -> list[str]:
@@ -120,6 +135,7 @@ def container_spec(settings: DockerSettings, config: EngineConfig) -> dict[str, 
     devices = _devices(settings, config)
     extra_env, device_kwargs, driver_binds = device_options(settings, devices)
     binds = {**driver_binds, **_cache_binds(settings), **_binds(settings.volumes)}
+    binds |= same_path_binds(settings.same_path_volumes)
     if settings.model_cache:
         host = str(Path(settings.model_cache).expanduser())
         binds[host] = {"bind": "/root/.cache/huggingface", "mode": "rw"}
@@ -158,6 +174,12 @@ def _binds(volumes: list[str]) -> dict[str, dict[str, str]]:
             host = str(Path(host).expanduser().resolve())
         out[host] = {"bind": container, "mode": mode[0] if mode else "rw"}
     return out
+
+
+def same_path_binds(paths: list[str]) -> dict[str, dict[str, str]]:
+    # abspath, not resolve(): a shebang names the path the venv was made at, symlinks and all.
+    absolute = [os.path.abspath(os.path.expanduser(path)) for path in paths]
+    return {path: {"bind": path, "mode": "ro"} for path in absolute}
 
 
 def _cache_binds(settings: DockerSettings) -> dict[str, dict[str, str]]:

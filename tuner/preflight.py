@@ -11,8 +11,9 @@ every trial. Where the engine program is on this machine (a ``process`` target, 
 - a sampled env variable named ``VLLM_*`` that the engine does not read (it would only warn).
 
 A base env variable the engine does not read is the same for every trial: a warning, once.
-Where the program runs only inside an image that is not here, the check is skipped with a
-note, and the static version tables of ``tuner.space.knobs`` are what guards the space.
+Where the program runs only inside an image that is not here, or the command is not the
+``vllm`` program itself (``python -m ...``, a wrapper, the simulated engine), the check is skipped
+with a note, and the static version tables of ``tuner.space.knobs`` are what guards the space.
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ def check_engine(space: Space, path: Path | str, cwd: Path | None = None) -> lis
     """Refuse what the installed engine would not take; return warnings to show once."""
     if space.engine.name not in VLLM_ENGINES or space.target.kind not in LOCAL_TARGETS:
         return []
+    word = (space.engine.command or DEFAULT_COMMANDS[space.engine.name])[0]
+    if Path(word).name != "vllm":  # python -m ..., a wrapper script, the simulated engine
+        return [f"engine check skipped: {word!r} is not the vllm program"]
     program = engine_program(space, cwd)
     if program is None:
         if space.target.kind == "process":
-            word = (space.engine.command or DEFAULT_COMMANDS[space.engine.name])[0]
             raise SpaceError(f"{path}: engine.command: program {word!r} is not found here")
         return ["engine check skipped: the vLLM program runs inside the image, not here"]
     facts = read_facts(program)

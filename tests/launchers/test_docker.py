@@ -232,7 +232,7 @@ def _created_config(client: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 def _drive(trial_dir: Path, config: Any, phase: str) -> subprocess.Popen[str]:
     settings = json.dumps(sim_settings(trial_dir / "cache"))
-    raw = {**asdict(config), "secret_env": [], "labels": dict(config.labels)}
+    raw = {**asdict(config), "secret_env": [], "tuned_env": [], "labels": dict(config.labels)}
     driver = subprocess.Popen(
         [sys.executable, str(DRIVER), "docker", settings, json.dumps(raw), str(trial_dir), phase],
         stdout=subprocess.PIPE,

@@ -51,6 +51,18 @@ def test_volumes_paths_and_named_volumes(tmp_path: Path, monkeypatch: pytest.Mon
     assert out["volumes"]["hf-cache"] == {"bind": "/root/.cache/huggingface", "mode": "rw"}
 
 
+def test_same_path_volumes_mount_at_their_own_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A venv's bin/vllm starts with #!/its/absolute/path/bin/python3: elsewhere it cannot exec.
+    monkeypatch.chdir(tmp_path)
+    out = spec(tmp_path, volumes=[".:/opt/tune:ro"], same_path_volumes=[".cache/venv", "/abs"])
+    venv = str(tmp_path / ".cache" / "venv")
+    assert out["volumes"][venv] == {"bind": venv, "mode": "ro"}
+    assert out["volumes"]["/abs"] == {"bind": "/abs", "mode": "ro"}
+    assert out["volumes"][str(tmp_path)] == {"bind": "/opt/tune", "mode": "ro"}
+
+
 def test_config_devices_override_settings(tmp_path: Path) -> None:
     config = loopback_config(8000, devices=("6", "7"))
     settings = DockerSettings.model_validate({"image": "i", "npus": ["0", "1"], "cache_root": None})
@@ -66,6 +78,7 @@ def test_config_devices_override_settings(tmp_path: Path) -> None:
     [
         ({"volumes": ["/a"]}, "is not HOST:/CONTAINER"),
         ({"volumes": ["/a:/b:rx"]}, "mode must be ro or rw"),
+        ({"same_path_volumes": ["/a:/b"]}, "is one HOST path"),
         ({"cache_dirs": ["relative"]}, "is not /CONTAINER or HOST:/CONTAINER"),
         ({"gpus": ["0"], "npus": [0]}, "not both"),
         ({"ports": {"8000": 8000}}, "Extra inputs are not permitted"),

@@ -96,3 +96,14 @@ def test_a_program_that_is_not_here_is_an_error_for_process_targets(tmp_path: Pa
     path.write_text(json.dumps(space))
     with pytest.raises(SpaceError, match=r"engine\.command: program '/nowhere/vllm'"):
         preflight.check_engine(load_space(path), path)
+
+
+def test_a_command_that_is_not_the_vllm_program_is_not_asked(tmp_path: Path) -> None:
+    space = json.loads(json.dumps(MINIMAL))
+    space["engine"]["command"] = ["python", "-m", "launchers.sim", "{model}"]
+    space["target"] = {"kind": "process"}
+    path = tmp_path / "space.yaml"
+    path.write_text(json.dumps(space))
+    assert preflight.check_engine(load_space(path), path) == [
+        "engine check skipped: 'python' is not the vllm program"
+    ]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from launchers._docker_devices import ASCEND_CONTROL_NODES
+from launchers._docker_spec import same_path_binds
 from launchers.docker import DockerSettings
 from tuner.export.configs import Group, LaunchConfig, flag_groups
 from tuner.space.schema import Space
@@ -52,7 +53,8 @@ def docker_groups(launch: LaunchConfig, space: Space) -> list[Group]:
     if s.init:
         groups.append(("--init",))
     groups.append(("--shm-size", s.shm_size))
-    groups += _accelerators(s)
+    # A docker target with no devices is a CPU engine; an exported image needs its GPUs.
+    groups += _accelerators(s, default_gpus=space.target.kind != "docker")
     groups += [("-v", v) for v in _volumes(s)]
     groups += [("-e", f"{k}={v}") for k, v in launch.env.items()]
     groups += [("-e", name) for name in launch.secret_env]  # docker copies it from your env
@@ -69,7 +71,7 @@ def unrendered(space: Space) -> dict[str, Any]:
     return dict(docker_settings(space).extra_docker_args)
 
 
-def _accelerators(s: DockerSettings) -> list[Group]:
+def _accelerators(s: DockerSettings, default_gpus: bool) -> list[Group]:
     if s.npus:
         nodes = [f"/dev/davinci{n}" for n in s.npus] + ASCEND_CONTROL_NODES
         visible = s.npus if s.npu_visible_ids == "physical" else range(len(s.npus))
@@ -78,7 +80,7 @@ def _accelerators(s: DockerSettings) -> list[Group]:
         return [*groups, ("-e", "ASCEND_RT_VISIBLE_DEVICES=" + ",".join(map(str, visible)))]
     if s.gpus:
         return [("--gpus", f'"device={",".join(s.gpus)}"')]
-    return [("--gpus", "all")]
+    return [("--gpus", "all")] if default_gpus else []
 
 
 def _volumes(s: DockerSettings) -> list[str]:
@@ -91,4 +93,5 @@ def _volumes(s: DockerSettings) -> list[str]:
         out.append(f"{Path(host).expanduser()}:{container}:{mode[0] if mode else 'rw'}")
     if s.model_cache:
         out.append(f"{Path(s.model_cache).expanduser()}:/root/.cache/huggingface:rw")
+    out += [f"{host}:{host}:ro" for host in same_path_binds(s.same_path_volumes)]
     return out
