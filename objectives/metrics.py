@@ -131,7 +131,8 @@ def compute_metrics(
     e2els = [_e2el(r) for r in good]
     tpots = [_tpot(r) for r in good]
     itls = [b - a for r in good for a, b in pairwise(r.chunk_times)]
-    n_in = sum(r.prompt_len for r in good)
+    # The server's count, as vllm bench serve takes it; the dataset's estimate where none came.
+    n_in = sum(r.prompt_tokens if r.prompt_tokens else r.prompt_len for r in good)
     n_out = sum(r.output_tokens for r in good)
     n_good = sum(_meets(r, slos) for r in good)
     out: dict[str, float | int] = {

@@ -48,6 +48,14 @@ def test_keys_are_vllm_bench_serve_keys() -> None:
         assert key in m
 
 
+def test_input_tokens_are_the_servers_count_where_it_reported_one() -> None:
+    # A text prompt's length is an estimate; vllm bench serve counts usage.prompt_tokens.
+    a = rec(0.0, [0.5, 0.6], 2, prompt=55)
+    a.prompt_tokens = 128
+    b = rec(1.0, [1.2, 1.3], 2, prompt=50)  # no usage reported: the estimate stands
+    assert compute_metrics([a, b], 2.0)["total_input_tokens"] == 178
+
+
 def test_formulas_on_hand_made_records() -> None:
     a = rec(0.0, [0.5, 0.6, 0.8, 1.1], 4, prompt=100)  # ttft .5, e2el 1.1, tpot .2
     b = rec(1.0, [1.2, 1.3], 2, prompt=50)  # ttft .2, e2el .3, tpot .1
