@@ -200,6 +200,20 @@ def test_space_without_docker_target_gets_the_engines_usual_image() -> None:
     assert got["image"] == "vllm/vllm-openai:v0.17.1" and got["--gpus"] == "all"
 
 
+def test_a_local_engine_command_is_not_the_images_entrypoint() -> None:
+    data = space_dict()
+    data["engine"]["command"] = [".cache/venv/bin/vllm", "serve", "{model}"]
+    data["target"] = {"kind": "process"}
+    space = Space.model_validate(data)
+    config = render_engine_config(space, {})
+    launch = LaunchConfig(0, list(config.command), list(config.args), dict(config.env))
+    words = [w for g in docker_groups(launch, space) for w in g]
+    assert ".cache/venv/bin/vllm" not in words
+    assert words[words.index("--entrypoint") + 1 : words.index("--entrypoint") + 4] == [
+        "vllm", "vllm/vllm-openai:v0.17.1", "serve"
+    ]  # fmt: skip
+
+
 def _recommended(results: Path) -> list[int]:
     text = (results / "commands.md").read_text()
     return [int(n) for n in re.findall(r"^Trial (\d+)\.", text, flags=re.M)]
