@@ -140,6 +140,7 @@ def test_weights_shape_the_output(small: Path, gguf_script: ModuleType) -> None:
     assert {vocab.id_of("<|im_end|>"), ord("\n"), ord("<")} <= set(banned.tolist())
 
 
+@pytest.mark.slow  # writes three or four models: 7 s
 def test_same_seed_same_weights_other_seed_differs(
     small: Path, vllm_python: Path, tmp_path: Path
 ) -> None:
@@ -152,6 +153,7 @@ def test_same_seed_same_weights_other_seed_differs(
         assert (small / name).read_bytes() == (tmp_path / "other" / name).read_bytes()
 
 
+@pytest.mark.slow  # writes three or four models: 7 s
 def test_rerun_reuses_the_folder_and_new_settings_replace_it(
     vllm_python: Path, tmp_path: Path
 ) -> None:
