@@ -28,11 +28,10 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
-from launchers._base import Endpoint
 from objectives.client import server_root
 from objectives.workload import ShareGPTDataset, WorkloadSpec
 from tuner.errors import SetupError
@@ -42,6 +41,16 @@ DEFAULT_VOCAB = 32000  # the bound when no vocabulary is known (and for chat / t
 _SERVER_TIMEOUT_S = 10.0
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
+
+
+class Served(Protocol):
+    """What is asked of an endpoint here (measuring sees an endpoint, never a launcher)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def base_url(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +77,7 @@ def id_floor(bound: int) -> int:
 
 
 def with_vocab(
-    workload: WorkloadSpec, endpoint: Endpoint, base_dir: Path | None = None
+    workload: WorkloadSpec, endpoint: Served, base_dir: Path | None = None
 ) -> WorkloadSpec:
     """``workload`` with its dataset's ``vocab_size`` found for ``endpoint`` when left unset.
 
