@@ -45,7 +45,7 @@ _OOM = re.compile(
 _VALIDATION = re.compile(r"ValidationError: \d+ validation errors? for \w+")
 _REFUSED = re.compile(
     r"\b(ValueError|NotImplementedError|TypeError|AssertionError|ImportError):"
-    r"|ValidationError: \d+ validation errors? for"
+    rf"|{_VALIDATION.pattern}"
     r"|error: (argument|unrecognized arguments|the following arguments)"
     r"|is not supported|are not supported"
 )

@@ -37,12 +37,12 @@ from typing import Any
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError
 
+UNKNOWN_ENV_WARNING = "the engine reports it as an unknown environment variable"
 _NON_DEFAULT = re.compile(r"non-default args: (.*?)\s*$", re.MULTILINE)
 _ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: (.*)$", re.M)
 _PAIR = re.compile(r"(\w+)=('[^']*'|[^,\s]+)")
 _UNKNOWN_ENV = re.compile(r"Unknown vLLM environment variable detected: (\w+)")
 # Enum members print as <Kind.NAME: value>; keep the member name, which is what flags take.
-UNKNOWN_ENV_WARNING = "the engine reports it as an unknown environment variable"
 _ENUM = re.compile(r"<[\w.]+\.(\w+): [^<>]*>")
 
 
@@ -97,19 +97,20 @@ def check_knobs(
 
 def _check_env(config: EngineConfig, unknown: set[str], logged: bool, report: KnobReport) -> None:
     for name in sorted(config.env):
-        flagged = name in unknown and not _plugin_env(config.engine, name)
+        core = name.startswith("VLLM_") and not plugin_env(config.engine, name)
+        flagged = core and name in unknown
         if name not in config.tuned_env:
             if flagged:
                 report.warnings.append(f"base env {name}: {UNKNOWN_ENV_WARNING}")
         elif flagged:
             report.ignored[name] = UNKNOWN_ENV_WARNING
-        elif name.startswith("VLLM_") and logged and not _plugin_env(config.engine, name):
+        elif core and logged:
             report.applied.append(name)  # vLLM names every unknown VLLM_* variable it sees
         else:
             report.unverified.append(name)
 
 
-def _plugin_env(engine: str, name: str) -> bool:
+def plugin_env(engine: str, name: str) -> bool:
     # Core vLLM validates VLLM_* names against its own list; a platform plugin's variables
     # (vllm-ascend's VLLM_ASCEND_*) are read by the plugin despite that warning.
     return engine == "vllm-ascend" and name.startswith("VLLM_ASCEND_")

@@ -23,13 +23,13 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from launchers._knobs import requested_flags
+from launchers._knobs import plugin_env, requested_flags
 from launchers.vllm_facts import EngineFacts, read_facts
 from tuner.errors import SpaceError
 from tuner.space.knobs import knob_form, parse_version
 from tuner.space.params import Scalar
 from tuner.space.render import render_engine_config
-from tuner.space.schema import DEFAULT_COMMANDS, Space
+from tuner.space.schema import Space
 
 VLLM_ENGINES = ("vllm", "vllm-ascend")
 LOCAL_TARGETS = ("process", "docker")
@@ -39,7 +39,7 @@ def check_engine(space: Space, path: Path | str, cwd: Path | None = None) -> lis
     """Refuse what the installed engine would not take; return warnings to show once."""
     if space.engine.name not in VLLM_ENGINES or space.target.kind not in LOCAL_TARGETS:
         return []
-    word = (space.engine.command or DEFAULT_COMMANDS[space.engine.name])[0]
+    word = space.engine.argv_prefix()[0]
     if Path(word).name != "vllm":  # python -m ..., a wrapper script, the simulated engine
         return [f"engine check skipped: {word!r} is not the vllm program"]
     program = engine_program(space, cwd)
@@ -55,7 +55,7 @@ def check_engine(space: Space, path: Path | str, cwd: Path | None = None) -> lis
 
 def engine_program(space: Space, cwd: Path | None = None) -> Path | None:
     """The engine's executable on this machine, or None when it is not here."""
-    word = (space.engine.command or DEFAULT_COMMANDS[space.engine.name])[0]
+    word = space.engine.argv_prefix()[0]
     candidate = Path(word) if "/" in word else None
     if candidate is None:
         found = shutil.which(word)
@@ -146,5 +146,5 @@ def _sampled_env(space: Space, name: str) -> set[str]:
 
 def _unknown(space: Space, facts: EngineFacts, var: str) -> bool:
     assert facts.env is not None
-    plugin = space.engine.name == "vllm-ascend" and var.startswith("VLLM_ASCEND_")
+    plugin = plugin_env(space.engine.name, var)
     return var.startswith("VLLM_") and var not in facts.env and not plugin

@@ -16,7 +16,7 @@ from launchers._docker_devices import ASCEND_CONTROL_NODES
 from launchers._docker_spec import same_path_binds
 from launchers.docker import DockerSettings
 from tuner.export.configs import Group, LaunchConfig, flag_groups
-from tuner.space.schema import DEFAULT_COMMANDS, Space
+from tuner.space.schema import Space
 
 DEFAULT_IMAGES = {
     "vllm": "vllm/vllm-openai:v{version}",
@@ -58,18 +58,13 @@ def docker_groups(launch: LaunchConfig, space: Space) -> list[Group]:
     groups += [("-v", v) for v in _volumes(s)]
     groups += [("-e", f"{k}={v}") for k, v in launch.env.items()]
     groups += [("-e", name) for name in launch.secret_env]  # docker copies it from your env
-    argv = launch.program if space.target.kind == "docker" else _image_program(space)
+    # A study that ran a local command (a venv's vllm, say): the engine's image has its own.
+    argv = launch.program if space.target.kind == "docker" else space.engine.argv_prefix(True)
     if s.entrypoint == "argv":
         groups += [("--entrypoint", argv[0]), (s.image, *argv[1:])]
     else:
         groups.append((s.image, *argv))
     return groups + flag_groups(launch.args)
-
-
-def _image_program(space: Space) -> list[str]:
-    # The study ran a local command (a venv's vllm, say); the engine's image has its own.
-    words = DEFAULT_COMMANDS[space.engine.name]
-    return [w.replace("{model}", space.engine.model) for w in words]
 
 
 def unrendered(space: Space) -> dict[str, Any]:

@@ -60,8 +60,10 @@ class EngineSpec(BaseModel):
     def parsed_version(self) -> tuple[int, ...]:
         return parse_version(self.version)
 
-    def argv_prefix(self) -> list[str]:
-        words = self.command or DEFAULT_COMMANDS[self.name]
+    def argv_prefix(self, image: bool = False) -> list[str]:
+        """Program and leading words; ``image``: the engine's usual ones, as its image has
+        them, whatever local ``command`` the space gives."""
+        words = (None if image else self.command) or DEFAULT_COMMANDS[self.name]
         return [w.replace("{model}", self.model) for w in words]
 
     @property
