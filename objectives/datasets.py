@@ -30,7 +30,7 @@ from objectives.workload import (
     ShareGPTDataset,
     WorkloadSpec,
 )
-from tuner.errors import SpaceError
+from tuner.errors import DatasetError
 
 WARMUP_ROUND = 1_000_003  # content round of warm-up requests: never a tier's round
 _WORD_TEXT = (
@@ -44,10 +44,6 @@ _WORD_TEXT = (
 )
 # Common English words: about one token each in the usual BPE vocabularies.
 _WORDS = np.array([" " + w for w in _WORD_TEXT.split()], dtype=object)
-
-
-class DatasetError(SpaceError):
-    """A dataset file is missing, malformed, or holds too few usable entries."""
 
 
 def build_requests(

@@ -1,8 +1,25 @@
-"""The one exception root of the project.
+"""Every error class of the project, under one root.
 
 Every error a user can cause or fix (a bad space file, an unknown objective, a daemon that is not
 running) is a ``TunerError``: the CLI prints its message on one line and exits non-zero, with a
 traceback only under ``--debug``. Anything else escaping is a bug and keeps its traceback.
+
+    TunerError                  one line, exit code 2 unless the class says otherwise
+    ├── SpaceError              a space file is malformed (file, YAML path, rule, value)
+    │   └── DatasetError        a dataset file is missing, malformed or too small
+    ├── StudyError              a study cannot be created, loaded or resumed as asked
+    ├── SetupError              the set-up, not the config, is wrong: the study stops at once
+    ├── SlotError               accelerator or slot flags that cannot be laid out
+    ├── LaunchError             an engine did not start or get ready; ``kind`` says whose fault
+    ├── InfraError              not the config's fault: the trial FAILs and is queued again
+    ├── StorageUnavailable      the database stayed unreachable past the outage allowance
+    ├── SecretLeakError         an export file would hold a secret's value
+    ├── BenchIncomplete         ``tune bench`` ran, but a tier is not the server's alone (exit 1)
+    └── EngineExited            ``tune sim-serve``'s engine refused to start (its exit code)
+
+The simulated engine's own ``EngineRefused`` and ``EngineDead`` are not here on purpose: they
+are what a real engine's process exit and log are to the launchers, which turn them into a
+``LaunchError``; no user ever sees them.
 """
 
 from __future__ import annotations
@@ -20,6 +37,10 @@ class SpaceError(TunerError):
     """A search-space file is malformed or breaks a rule (names file, YAML path, rule, value)."""
 
 
+class DatasetError(SpaceError):
+    """A dataset file is missing, malformed, or holds too few usable entries."""
+
+
 class StudyError(TunerError):
     """A study cannot be created, loaded or resumed as asked."""
 
@@ -28,6 +49,10 @@ class SetupError(TunerError):
     """The set-up, not the sampled config, is wrong (the engine does not serve the model name
     the space asks for, the pinned version is not the installed one): the study stops at once,
     and no trial is counted against its config."""
+
+
+class SlotError(TunerError):
+    """Accelerator or slot flags that cannot be laid out (names the flag and the value)."""
 
 
 class FailureKind(StrEnum):
@@ -64,3 +89,25 @@ class LaunchError(TunerError):
 
 class InfraError(TunerError):
     """A fault that is not the config's (client saturated, daemon unreachable): trial FAILs."""
+
+
+class StorageUnavailable(TunerError):
+    """The database stayed unreachable for longer than the outage allowance."""
+
+
+class SecretLeakError(TunerError):
+    """An export file holds the value of a secret; the export is refused."""
+
+
+class BenchIncomplete(TunerError):
+    """The benchmark ran, but some tier's numbers are not the server's alone (exit code 1)."""
+
+    exit_code = 1
+
+
+class EngineExited(TunerError):
+    """The simulated engine refused to start; its own log line was printed already."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"the simulated engine exited with status {code}")
+        self.exit_code = code

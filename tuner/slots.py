@@ -17,15 +17,11 @@ import re
 from dataclasses import dataclass
 from math import prod
 
-from tuner.errors import TunerError
+from tuner.errors import SlotError
 from tuner.space.schema import Space
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 _PARALLEL_ARGS = ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")
-
-
-class SlotError(TunerError):
-    """Accelerator or slot flags that cannot be laid out (names the flag and the value)."""
 
 
 @dataclass(frozen=True)

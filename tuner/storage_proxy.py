@@ -27,13 +27,9 @@ from optuna.study._frozen import FrozenStudy
 from optuna.study._study_direction import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.errors import TunerError
+from tuner.errors import StorageUnavailable
 
 StaleCallback = Callable[[optuna.Study, FrozenTrial], None]
-
-
-class StorageUnavailable(TunerError):
-    """The database stayed unreachable for longer than the outage allowance."""
 
 
 def is_transient(err: BaseException) -> bool:

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from objectives.datasets import DatasetError, build_requests, build_warmup
+from objectives.datasets import build_requests, build_warmup
 from objectives.workload import WorkloadSpec
+from tuner.errors import DatasetError
 
 
 def spec(dataset: dict[str, object], **kw: object) -> WorkloadSpec:

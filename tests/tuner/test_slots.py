@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tests.tuner.conftest import SMALL_SPACE
+from tuner.errors import SlotError
 from tuner.slots import (
     Slot,
-    SlotError,
     SlotRequest,
     devices_per_engine,
     idle_devices,

@@ -15,7 +15,7 @@ import sqlalchemy.exc
 from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
-from tuner.errors import StudyError
+from tuner.errors import StorageUnavailable, StudyError
 from tuner.loop import FINGERPRINT_ATTR
 from tuner.storage import (
     StorageSettings,
@@ -25,7 +25,7 @@ from tuner.storage import (
     redact,
     shared_by_processes,
 )
-from tuner.storage_proxy import Retrier, StorageUnavailable, is_transient
+from tuner.storage_proxy import Retrier, is_transient
 from tuner.studylock import StudyLock, lock_file
 from tuner.worker import requeue_lost
 

@@ -25,15 +25,9 @@ from objectives.runner import partial_results, run_benchmark
 from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
 from tuner.cli import app
-from tuner.errors import TunerError
+from tuner.errors import BenchIncomplete, TunerError
 
 DATASETS = ("random", "sharegpt", "prefix_repetition", "long_prompt")
-
-
-class BenchIncomplete(TunerError):
-    """The benchmark ran, but some tier's numbers are not the server's alone (exit code 1)."""
-
-    exit_code = 1
 
 
 def parse_tiers(text: str) -> list[int]:

@@ -7,15 +7,7 @@ import os
 import typer
 
 from tuner.cli import app
-from tuner.errors import TunerError
-
-
-class EngineExited(TunerError):
-    """The simulated engine refused to start; its own log line was printed already."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(f"the simulated engine exited with status {code}")
-        self.exit_code = code
+from tuner.errors import EngineExited
 
 
 @app.command(

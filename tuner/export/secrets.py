@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tuner.errors import TunerError
+from tuner.errors import SecretLeakError
 
 # A flag is secret when its last words say so: --hf-token, --api-key, but not
 # --max-num-batched-tokens.
@@ -30,10 +30,6 @@ TOKEN_SHAPES = re.compile(
     re.IGNORECASE,
 )
 _MIN_LEN = 4  # shorter values ("1", "yes") would match everywhere and are no secret anyway
-
-
-class SecretLeakError(TunerError):
-    """An export file holds the value of a secret; the export is refused."""
 
 
 def is_secret_flag(flag: str) -> bool:

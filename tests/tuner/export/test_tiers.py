@@ -8,10 +8,11 @@ import optuna
 import pytest
 
 from tests.tuner.export.conftest import CONFIGS, TIERS, figures
+from tuner.errors import SecretLeakError
 from tuner.export.build import Export, build_export
 from tuner.export.data import load_study_data
 from tuner.export.importance import MIN_TRIALS, tier_importance
-from tuner.export.secrets import Redactor, SecretLeakError
+from tuner.export.secrets import Redactor
 from tuner.export.tiers import Point, pareto_front
 
 
