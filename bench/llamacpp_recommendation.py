@@ -27,9 +27,9 @@ from typing import Any
 from objectives.objective import Objective, get_objective
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError, TunerError
+from tuner.run.trial import TrialOutcome, TrialRunner
 from tuner.space import Space, load_space
 from tuner.space.render import render_engine_config
-from tuner.trial import TrialOutcome, TrialRunner
 
 SHOWN = ("p99_tpot_ms", "median_tpot_ms", "p99_itl_ms", "p99_ttft_ms", "output_throughput")
 INFRA_TRIES = 3

@@ -29,8 +29,8 @@ from typing import Any
 import optuna
 import yaml
 
-from tuner.slots import SlotRequest
-from tuner.study import RunOptions, run_study
+from tuner.run.slots import SlotRequest
+from tuner.run.study import RunOptions, run_study
 
 SPACE: dict[str, Any] = {
     "description": "parallel-slot benchmark: the simulated 4x H200 engine, wall time scaled",

@@ -23,9 +23,9 @@ from typing import Any
 from bench.llamacpp_recommendation import INFRA_TRIES, SHOWN, compare, run_fresh
 from objectives.objective import get_objective
 from tuner.errors import TunerError
+from tuner.run.trial import TrialRunner
 from tuner.space import Space, load_space
 from tuner.space.render import render_engine_config
-from tuner.trial import TrialRunner
 
 
 @dataclass

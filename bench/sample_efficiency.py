@@ -13,11 +13,13 @@ at some tiers a single measurement varies by about as much as the tolerance, so 
 than the config. Then each method searches the same space for ``--seeds`` seeds, ``--budget``
 launches each:
 
-- ``tune``: the study's default sampler (``tuner.optimizer``), one objective per tier, the
+- ``tune``: the study's default sampler (``tuner.samplers.registry``), one objective per tier, the
   loop's constraints (rules, engine, failed_requests, slo), the baseline first;
 - ``random``: random search (same baseline first);
-- ``grid``: a nested-loop walk like vLLM's auto_tune script (``tuner.grid``), seeded value order;
-- any sampler name of ``tuner.optimizer.SAMPLERS`` (``--methods tpe,gp,nsga2`` compares them).
+- ``grid``: a nested-loop walk like vLLM's auto_tune script (``tuner.samplers.grid``), seeded
+  value order;
+- any sampler name of ``tuner.samplers.registry.SAMPLERS`` (``--methods tpe,gp,nsga2``
+  compares them).
 
 A launch shows a method one noisy draw: one of the replicates, picked at random per trial. As
 in ``tune run``, configs that break a rule and configs rendering to a launch already made cost
@@ -63,11 +65,16 @@ sys.path.insert(0, str(REPO))
 from launchers.simengine import EngineRefused, load_profile  # noqa: E402
 from launchers.simengine.config import resolve  # noqa: E402
 from objectives.objective import get_objective  # noqa: E402
-from tuner.optimizer import DEFAULT_SAMPLER, SAMPLERS, grid_values, make_sampler  # noqa: E402
-from tuner.sampling import rules_violation, suggest, violated_rules  # noqa: E402
+from tuner.run.trial import CONSTRAINT_KEYS, TrialRunner  # noqa: E402
+from tuner.samplers.registry import (  # noqa: E402
+    DEFAULT_SAMPLER,
+    SAMPLERS,
+    grid_values,
+    make_sampler,
+)
 from tuner.space import render_engine_config  # noqa: E402
+from tuner.space.sample import rules_violation, suggest, violated_rules  # noqa: E402
 from tuner.space.schema import Space  # noqa: E402
-from tuner.trial import CONSTRAINT_KEYS, TrialRunner  # noqa: E402
 
 SPACE = REPO / "search_spaces" / "minimax_h200.yaml"
 CACHE_DIR = REPO / "results" / "bench"

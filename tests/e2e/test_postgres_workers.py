@@ -21,12 +21,12 @@ import pytest
 from optuna.trial import FrozenTrial, TrialState
 
 from tests.e2e.conftest import Postgres
-from tests.tuner.test_worker import REPO, assert_exact, complete, slow_space, wait_for, worker
+from tests.tuner.run.test_worker import REPO, assert_exact, complete, slow_space, wait_for, worker
 from tuner.export import export_study
-from tuner.loop import lost_params
-from tuner.recommend import trials_table
-from tuner.storage import driver_url
-from tuner.worker_loop import WORKER_ATTR
+from tuner.export.recommend import trials_table
+from tuner.run.loop import WORKER_ATTR
+from tuner.run.objective import lost_params
+from tuner.storage.urls import driver_url
 
 pytestmark = pytest.mark.slow
 

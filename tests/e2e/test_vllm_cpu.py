@@ -21,10 +21,10 @@ from objectives.runner import run_benchmark
 from objectives.workload import WorkloadSpec
 from tests.launchers.helpers import free_port
 from tests.vllm_cpu import REPO, make_model, require_venv
-from tuner import preflight
 from tuner.errors import FailureKind, LaunchError, SpaceError
+from tuner.run import preflight
+from tuner.run.study import RunOptions, run_study
 from tuner.space import load_space, render_engine_config
-from tuner.study import RunOptions, run_study
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -22,7 +22,7 @@ import yaml
 from tests.launchers.docker_env import ensure_daemon, ensure_image, mounts, ours
 from tests.launchers.helpers import free_port
 from tests.vllm_cpu import REPO, make_model, require_venv
-from tuner.study import RunOptions, run_study
+from tuner.run.study import RunOptions, run_study
 
 SPACE = REPO / "search_spaces" / "vllm_cpu_docker.yaml"
 PROCESS_SPACE = REPO / "search_spaces" / "vllm_cpu.yaml"

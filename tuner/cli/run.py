@@ -7,11 +7,11 @@ from pathlib import Path
 import typer
 
 from tuner.cli import app
-from tuner.durations import parse_duration
-from tuner.optimizer import DEFAULT_SAMPLER, SAMPLERS
-from tuner.pooling import DEFAULT_CONFIRM
-from tuner.slots import SlotRequest
-from tuner.study import RunOptions, run_study
+from tuner.cli.durations import parse_duration
+from tuner.record.pooling import DEFAULT_CONFIRM
+from tuner.run.slots import SlotRequest
+from tuner.run.study import RunOptions, run_study
+from tuner.samplers.registry import DEFAULT_SAMPLER, SAMPLERS
 
 
 @app.command()

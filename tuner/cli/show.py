@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tuner.cli import app
-from tuner.show import show_study
+from tuner.export.show import show_study
 
 
 @app.command()

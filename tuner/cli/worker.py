@@ -7,10 +7,10 @@ from pathlib import Path
 import typer
 
 from tuner.cli import app
-from tuner.durations import parse_duration
-from tuner.slots import Slot, SlotRequest
-from tuner.storage import StorageSettings
-from tuner.worker import WorkerOptions, run_worker
+from tuner.cli.durations import parse_duration
+from tuner.run.slots import Slot, SlotRequest
+from tuner.run.worker import WorkerOptions, run_worker
+from tuner.storage.urls import StorageSettings
 
 
 @app.command()

@@ -19,7 +19,7 @@ from tuner.export.data import load_study_data
 from tuner.export.recipe import recipe_yaml
 from tuner.export.report import report_html
 from tuner.export.tables import pareto_frame, trials_frame
-from tuner.results import write_atomic
+from tuner.storage.results import write_atomic
 
 
 @dataclass

@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 from objectives.objective import Objective, get_objective
 from tuner.errors import StudyError
-from tuner.show import load_study
+from tuner.export.show import load_study
 from tuner.space.schema import Space
-from tuner.storage import StorageSettings, open_storage, redact
+from tuner.storage.urls import StorageSettings, open_storage, redact
 
 EXPORT_OUTAGE_S = 60.0
 

@@ -18,7 +18,7 @@ from tuner.export.docker_run import image_of
 from tuner.export.plots import bars_html, pareto_svg
 from tuner.export.tiers import FIGURE_KEYS, Point
 from tuner.space.params import Parameter
-from tuner.storage import redact
+from tuner.storage.urls import redact
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}

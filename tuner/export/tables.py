@@ -8,8 +8,8 @@ import pandas as pd
 from optuna.trial import FrozenTrial
 
 from tuner.export.build import Export, TierExport
-from tuner.recommend import tier_metrics, trials_table
-from tuner.trial import CONSTRAINT_KEYS
+from tuner.export.recommend import tier_metrics, trials_table
+from tuner.run.trial import CONSTRAINT_KEYS
 
 _ATTR_COLUMNS = ("failure_kind", "duplicate_of", "confirm_of", "requeued_from", "interrupted")
 

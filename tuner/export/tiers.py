@@ -17,7 +17,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
-from tuner.recommend import baseline_trial, feasible_at, recommend, tier_metrics
+from tuner.export.recommend import baseline_trial, feasible_at, recommend, tier_metrics
 
 FRONT_X = "output_throughput"  # maximised
 FRONT_Y = "p99_tpot_ms"  # minimised

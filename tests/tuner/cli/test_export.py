@@ -16,7 +16,7 @@ import yaml
 from tests.tuner.export.conftest import hand_results, hand_study_dir  # noqa: F401 (fixtures)
 from tuner.cli import main
 from tuner.export.dashboard import free_port
-from tuner.storage import open_storage
+from tuner.storage.urls import open_storage
 
 REPO = Path(__file__).resolve().parents[3]
 

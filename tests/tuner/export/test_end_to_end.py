@@ -30,7 +30,7 @@ from tests.tuner.export.shell import run_pasted as _run
 from tuner.engine import EngineConfig
 from tuner.export.dashboard import free_port
 from tuner.export.recipe import point_launch
-from tuner.study import RunOptions, run_study
+from tuner.run.study import RunOptions, run_study
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -150,7 +150,7 @@ def test_confirmations_pool_into_their_trial(hand_results: Path) -> None:
 
 def test_export_picks_what_tune_show_picks_after_confirmations(hand_results: Path) -> None:
     from objectives.objective import get_objective
-    from tuner.recommend import recommend
+    from tuner.export.recommend import recommend
 
     url = f"sqlite:///{hand_results / 'hand' / 'study.db'}"
     study = optuna.load_study(study_name="hand", storage=url)

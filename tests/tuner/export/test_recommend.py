@@ -1,0 +1,185 @@
+"""Per-tier recommendations pool every launch of a config and weigh leads against the noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from objectives.objective import get_objective
+from tests.tuner.conftest import write_yaml
+from tuner.export.recommend import format_recommendations, recommend
+from tuner.run.study import RunOptions, run_study
+
+P99 = get_objective("p99_tpot")
+DIST = {"chunk": CategoricalDistribution([2048, 8192, 32768, 131072])}
+
+
+class Trials:
+    """An in-memory study filled with hand-made finished trials (p99 TPOT per tier)."""
+
+    def __init__(self) -> None:
+        self.study = optuna.create_study(directions=["minimize", "minimize"])
+
+    def add(self, chunk: int, c1: float, c8: float, **attrs: Any) -> int:
+        feasible = attrs.pop("feasible", True)
+        tiers = {"1": {"p99_tpot_ms": c1}, "8": {"p99_tpot_ms": c8}}
+        trial = optuna.trial.create_trial(
+            params={"chunk": chunk},
+            distributions=DIST,
+            values=[c1, c8] if feasible else [float("inf")] * 2,
+            user_attrs={"tiers": tiers, "feasible": feasible, **attrs},
+            state=TrialState.COMPLETE,
+        )
+        self.study.add_trial(trial)
+        return len(self.study.trials) - 1
+
+    @property
+    def all(self) -> list[FrozenTrial]:
+        return self.study.get_trials()
+
+
+def test_launches_of_one_config_are_pooled_and_copies_are_not() -> None:
+    t = Trials()
+    base = t.add(8192, 30.0, 100.0, baseline=True)
+    t.add(8192, 31.0, 104.0, confirm_of=base)
+    best = t.add(131072, 20.0, 90.0)
+    t.add(131072, 22.0, 86.0, confirm_of=best)
+    t.add(131072, 20.0, 90.0, duplicate_of=best)  # a copied measurement, not a launch
+    t.add(2048, 1.0, 1.0, failure_kind="rules", feasible=False)
+    c1, c8 = recommend(t.all, P99, [1, 8])
+    assert c1.trial == best and c1.runs == [best, best + 1]
+    assert c1.values == [20.0, 22.0] and c1.value == 21.0
+    assert abs(c1.spread - 1.41421356) < 1e-6  # type: ignore[operator]
+    assert c1.baseline_runs == [base, base + 1] and c1.baseline_value == 30.5
+    assert c8.value == 88.0 and c8.baseline_value == 102.0
+    assert c1.noise_cv is not None and c1.noise_cv > 0
+
+
+def test_a_config_that_misses_one_tiers_slo_is_still_the_answer_at_another() -> None:
+    t = Trials()
+    t.add(8192, 30.0, 100.0, baseline=True)
+    fast_c1 = t.add(131072, 20.0, 80.0, feasible=False, tier_ok={"1": True, "8": False})
+    steady = t.add(32768, 25.0, 90.0)
+    c1, c8 = recommend(t.all, P99, [1, 8])
+    assert c1.trial == fast_c1  # commands.md: "served every request of that tier and met its SLOs"
+    assert c8.trial == steady
+
+
+def test_one_lucky_launch_does_not_outrank_a_confirmed_config() -> None:
+    t = Trials()
+    base = t.add(8192, 30.0, 100.0, baseline=True)
+    t.add(8192, 32.0, 104.0, confirm_of=base)  # with the pair below: 2-3% run-to-run noise
+    confirmed = t.add(32768, 20.0, 80.0)
+    t.add(32768, 20.4, 81.0, confirm_of=confirmed)
+    lucky = t.add(131072, 20.05, 80.2)  # one draw, a hair ahead of the confirmed mean
+    c1, c8 = recommend(t.all, P99, [1, 8])
+    assert c1.trial == confirmed and c8.trial == confirmed
+    t.add(131072, 19.0, 76.0, confirm_of=lucky)  # confirmed well ahead: now it leads
+    c1, c8 = recommend(t.all, P99, [1, 8])
+    assert c1.trial == lucky and c8.trial == lucky
+
+
+def test_lead_within_the_noise_is_not_called_better() -> None:
+    t = Trials()
+    base = t.add(8192, 30.0, 100.0, baseline=True)
+    t.add(8192, 31.5, 106.0, confirm_of=base)
+    other = t.add(32768, 30.0, 60.0)
+    t.add(32768, 28.5, 63.0, confirm_of=other)
+    c1, c8 = recommend(t.all, P99, [1, 8])
+    assert c1.trial == other and c1.gain is not None and c1.gain > 0
+    assert c1.verdict == "within noise"  # 29.25 vs 30.75 with ~5% run-to-run noise
+    assert c8.verdict == "better"  # 61.5 vs 103
+
+
+def test_verdicts_without_repeats_baseline_best_and_baseline_infeasible() -> None:
+    t = Trials()
+    t.add(8192, 30.0, 100.0, baseline=True)
+    t.add(32768, 25.0, 90.0)
+    assert [r.verdict for r in recommend(t.all, P99, [1, 8])] == ["unconfirmed"] * 2
+    t = Trials()
+    base = t.add(8192, 20.0, 100.0, baseline=True)
+    t.add(8192, 20.5, 101.0, confirm_of=base)
+    t.add(32768, 25.0, 90.0)
+    c1, c8 = recommend(t.all, P99, [1, 8])
+    assert c1.verdict == "baseline" and c1.gain == 0.0
+    assert c8.verdict == "better"
+    t = Trials()
+    t.add(8192, 20.0, 100.0, baseline=True, feasible=False)
+    t.add(32768, 25.0, 90.0)
+    assert recommend(t.all, P99, [1])[0].verdict == "baseline infeasible"
+
+
+def test_config_that_failed_on_a_confirmation_launch_is_not_recommended() -> None:
+    t = Trials()
+    t.add(8192, 30.0, 100.0, baseline=True)
+    flaky = t.add(131072, 10.0, 50.0)
+    t.add(131072, 10.0, 50.0, confirm_of=flaky, feasible=False, failure_kind="oom")
+    steady = t.add(32768, 25.0, 80.0)
+    c1, c8 = recommend(t.all, P99, [1, 8])
+    assert c1.trial == steady and c8.trial == steady
+
+
+def test_table_shows_spread_launches_and_verdict() -> None:
+    t = Trials()
+    base = t.add(8192, 30.0, 100.0, baseline=True)
+    t.add(8192, 32.0, 104.0, confirm_of=base)
+    best = t.add(32768, 20.0, 60.0)
+    t.add(32768, 22.0, 62.0, confirm_of=best)
+    text = format_recommendations(recommend(t.all, P99, [1, 8]), P99)
+    assert "21.0 ±1.4 (2)" in text and "31.0 ±1.4 (2)" in text
+    assert "better" in text and "c8: chunk=32768" in text
+    empty = format_recommendations(recommend([], P99, [1]), P99)
+    assert "c1: no feasible trial yet" in empty
+
+
+def test_recommended_prefill_chunk_shrinks_as_concurrency_grows(
+    space_file: Path, tmp_path: Path, small_space: dict[str, Any]
+) -> None:
+    # Long shared-prefix prompts (as in the 50K-token coding sessions of the published runs):
+    # alone or nearly so, one big prefill chunk per step costs decoding little; at 20 requests
+    # in flight every big chunk stalls 19 decoding streams, so capped chunks win on P99 TPOT.
+    small_space["parameters"] = {
+        "max_num_batched_tokens": {
+            "type": "categorical",
+            "choices": [8192, 262144],
+            "default": 8192,
+            "flag": "--max-num-batched-tokens",
+        },
+        "long_prefill_token_threshold": {
+            "type": "categorical",
+            "choices": [0, 6000],
+            "default": 0,
+            "unset": 0,
+            "flag": "--long-prefill-token-threshold",
+        },
+    }
+    small_space["base"]["args"]["max-num-seqs"] = 40
+    small_space["workload"] = {
+        "dataset": {
+            "kind": "prefix_repetition",
+            "num_prefixes": 8,
+            "prefix_len": 50000,
+            "suffix_len": 500,
+            "repeats": 3,
+            "output_len": 300,
+        },
+        "warmup": 0,
+        "tiers": [4, 20],
+        "seed": 1,
+    }
+    write_yaml(space_file, small_space)
+    opts = RunOptions(
+        space_path=space_file, results_dir=tmp_path / "r", trials=4, confirm=1, sampler="grid"
+    )
+    low, high = run_study(opts, report=lambda _: None).recommendations
+
+    def chunk(params: dict[str, Any]) -> int:
+        cap = int(params["long_prefill_token_threshold"])
+        return min(int(params["max_num_batched_tokens"]), cap or 1 << 30)
+
+    assert chunk(low.params) > chunk(high.params), (low.params, high.params)
+    assert low.verdict == "better" or high.verdict == "better"

@@ -1,0 +1,111 @@
+"""Confirmation runs on the simulated engine: leaders of each tier launched again, pooled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState
+
+import launchers
+from objectives.objective import get_objective
+from tests.tuner.conftest import write_yaml
+from tests.tuner.run.test_study import FlakyLauncher
+from tuner.run.confirm import pending
+from tuner.run.study import RunOptions, run_study
+
+
+def options(space: Path, tmp_path: Path, **kw: Any) -> RunOptions:
+    return RunOptions(space_path=space, results_dir=tmp_path / "results", **kw)
+
+
+def load(tmp_path: Path) -> optuna.Study:
+    url = f"sqlite:///{tmp_path / 'results' / 'small' / 'study.db'}"
+    return optuna.load_study(study_name="small", storage=url)
+
+
+def confirmations(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in study.trials if t.user_attrs.get("confirm_of") is not None]
+
+
+def test_leaders_are_launched_again_on_a_fresh_engine(space_file: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+    summary = run_study(options(space_file, tmp_path, trials=6, confirm=1), report=lines.append)
+    study = load(tmp_path)
+    again = confirmations(study)
+    assert again and summary.finished_trials == 6  # confirmations come on top of --trials
+    assert 0 in {t.user_attrs["confirm_of"] for t in again}  # the baseline is re-measured too
+    for t in again:
+        first = study.trials[t.user_attrs["confirm_of"]]
+        assert t.state == TrialState.COMPLETE and t.params == first.params
+        assert "duplicate_of" not in t.user_attrs  # launched, not answered from the cache
+        assert (
+            tmp_path / "results" / "small" / "trials" / f"{t.number:04d}" / "engine.log"
+        ).exists()
+        assert t.values != first.values  # a fresh engine draws fresh run-to-run noise
+    assert pending(study.trials, get_objective("p99_tpot"), [1, 4], 1) == []
+    for rec in summary.recommendations:
+        assert len(rec.runs) == 2 and rec.spread is not None and rec.noise_cv is not None
+        assert rec.verdict in {"better", "worse", "within noise", "baseline"}
+    assert any(line.startswith("confirming ") for line in lines)
+    assert any(" confirms " in line for line in lines)
+    run_study(options(space_file, tmp_path, trials=6, confirm=1), report=lambda _: None)
+    assert len(load(tmp_path).trials) == len(study.trials)  # already confirmed: nothing new
+
+
+def test_confirm_zero_launches_nothing_extra(space_file: Path, tmp_path: Path) -> None:
+    summary = run_study(options(space_file, tmp_path, trials=3, confirm=0), report=lambda _: None)
+    assert not confirmations(load(tmp_path))
+    assert all(len(r.runs) <= 1 for r in summary.recommendations)
+
+
+@pytest.fixture
+def flaky(monkeypatch: pytest.MonkeyPatch) -> type[FlakyLauncher]:
+    launchers.launcher_class("sim")
+    monkeypatch.setitem(launchers.LAUNCHERS, "flaky", FlakyLauncher)
+    FlakyLauncher.hits = []
+    return FlakyLauncher
+
+
+def test_infra_fault_on_a_confirmation_requeues_it(
+    space_file: Path, tmp_path: Path, small_space: dict[str, Any], flaky: type[FlakyLauncher]
+) -> None:
+    small_space["target"] = {"kind": "flaky", "fail_trials": [3]}
+    write_yaml(space_file, small_space)
+    run_study(options(space_file, tmp_path, trials=3, confirm=1), report=lambda _: None)
+    study = load(tmp_path)
+    failed = study.trials[3]
+    assert failed.state == TrialState.FAIL and failed.user_attrs.get("confirm_of") is not None
+    again = [t for t in study.trials if t.user_attrs.get("requeued_from") == 3]
+    assert len(again) == 1 and again[0].state == TrialState.COMPLETE
+    assert again[0].user_attrs["confirm_of"] == failed.user_attrs["confirm_of"]
+
+
+def test_pending_picks_each_tiers_leaders_and_the_baseline() -> None:
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    dist = {"chunk": CategoricalDistribution([1, 2, 3, 4, 5])}
+
+    def add(chunk: int, c1: float, c8: float, **attrs: Any) -> None:
+        tiers = {"1": {"p99_tpot_ms": c1}, "8": {"p99_tpot_ms": c8}}
+        attrs = {"tiers": tiers, "feasible": True, **attrs}
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"chunk": chunk}, distributions=dist, values=[c1, c8], user_attrs=attrs
+            )
+        )
+
+    add(1, 50.0, 50.0, baseline=True)  # 0
+    add(2, 10.0, 90.0)  # 1: leads tier 1
+    add(3, 90.0, 10.0)  # 2: leads tier 8
+    add(4, 20.0, 20.0)  # 3: second at both
+    add(5, 30.0, 30.0)  # 4
+    p99 = get_objective("p99_tpot")
+    assert [t.number for t in pending(study.trials, p99, [1, 8], 1)] == [0, 1, 2]
+    assert [t.number for t in pending(study.trials, p99, [1, 8], 2)] == [0, 1, 2, 3]
+    add(2, 11.0, 91.0, confirm_of=1)
+    study.enqueue_trial({"chunk": 3}, user_attrs={"confirm_of": 2})
+    assert [t.number for t in pending(study.trials, p99, [1, 8], 2)] == [0, 3]
+    assert pending(study.trials, p99, [1, 8], 0) == []

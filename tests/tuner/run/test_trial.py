@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from objectives.metrics import TierResult
+from objectives.objective import get_objective
+from tests.objectives.servers import tiny_model, vllm_like_server
+from tuner.errors import InfraError
+from tuner.run.trial import TrialRunner
+from tuner.space.render import render_engine_config
+from tuner.space.schema import Space
+
+
+def endpoint_space(url: str) -> Space:
+    body: dict[str, Any] = {
+        "description": "a running vLLM-like server",
+        "hardware": "loopback",
+        "engine": {"name": "vllm", "version": "0.32.0", "model": "tiny"},
+        "target": {"kind": "endpoint", "url": url},
+        "workload": {
+            "dataset": {"kind": "random", "input_len": 256, "output_len": 4},  # no vocab_size
+            "num_prompts": 8,
+            "warmup": 1,
+            "tiers": [1, 4],
+        },
+        "study": {"objective": "output_throughput", "trials": 1},
+    }
+    return Space.model_validate(body)
+
+
+def test_a_trial_draws_ids_inside_the_vocabulary_of_the_model_the_server_loaded(
+    tmp_path: Path,
+) -> None:
+    model = tiny_model(tmp_path / "model")
+    with vllm_like_server("--vocab", "961", "--root", str(model)) as url:
+        space = endpoint_space(url)
+        runner = TrialRunner(space, get_objective("output_throughput"), ready_timeout_s=20)
+        try:
+            outcome = runner.run(render_engine_config(space, {}), tmp_path / "trial")
+        except InfraError as err:  # a machine too busy to time chunks: not this test's point
+            pytest.skip(str(err))
+    assert outcome.failure is None, outcome.failure
+    assert outcome.constraints["failed_requests"] == 0.0
+
+
+def test_a_trial_failure_names_the_servers_message_once() -> None:
+    runner = TrialRunner(
+        endpoint_space("http://127.0.0.1:9"), get_objective("output_throughput"), 1.0
+    )
+    metrics = {"completed": 0, "failed": 8, "output_throughput": 0.0}
+    tiers = [
+        TierResult(1, dict(metrics), {"HTTP 400: Token id 31991 is out of vocabulary": 8}),
+        TierResult(
+            4,
+            dict(metrics),
+            {"HTTP 400: Token id 31987 is out of vocabulary": 7, "timeout": 1},
+        ),
+    ]
+    outcome = runner.outcome(tiers)
+    assert outcome.failure == (
+        "16 of 16 requests failed (15x HTTP 400: Token id 31991 is out of vocabulary, 1x timeout)"
+    )
+    assert outcome.failure_kind == "failed_requests"

@@ -1,0 +1,233 @@
+"""Per-tier recommendations and the trials table, rebuilt from the study's storage alone.
+
+Recommendations pool every launch of a config (the trial that first measured it and its
+confirmation trials, see ``tuner.record.pooling``): the value is the mean over launches,
+``spread`` the
+sample standard deviation, ``runs`` / ``values`` the trials and values it pools. Within a tier,
+configs are ranked by a pessimistic estimate, mean worsened by ``RANK_Z`` noise standard errors,
+so one lucky launch does not outrank a config measured twice. ``verdict`` compares the pooled
+means with the baseline's against the tier's pooled run-to-run noise:
+
+- ``better`` / ``worse``: the gap exceeds ``VERDICT_Z`` standard errors of the difference;
+- ``within noise``: it does not, and the config is not called better than the baseline;
+- ``unconfirmed``: no config was measured twice yet, so the noise is unknown;
+- ``baseline``: the baseline itself is the best config at that tier;
+- ``baseline infeasible``: the baseline failed or missed an SLO, any feasible config beats it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+
+from objectives.objective import Objective
+from tuner.record.pooling import (
+    CONFIRM_ATTR,
+    Config,
+    configs,
+    feasible_at,
+    is_feasible,
+    measured,
+    noise_cv,
+    spread,
+    tier_metrics,
+)
+
+SHOWN_METRICS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
+RANK_Z = 1.0
+VERDICT_Z = 2.0
+
+__all__ = [
+    "TierRecommendation",
+    "baseline_trial",
+    "feasible_at",
+    "format_recommendations",
+    "is_feasible",
+    "measured",
+    "recommend",
+    "tier_metrics",
+    "trials_table",
+]
+
+
+@dataclass
+class TierRecommendation:
+    """The best config at one concurrency tier, pooled over its launches, beside the baseline."""
+
+    concurrency: int
+    trial: int | None  # the trial that first measured the recommended config
+    params: dict[str, Any] = field(default_factory=dict)
+    value: float | None = None  # mean objective value over ``runs``
+    baseline_trial: int | None = None
+    baseline_value: float | None = None
+    gain: float | None = None  # relative improvement over the baseline, 0.25 = 25% better
+    metrics: dict[str, float] = field(default_factory=dict)
+    baseline_metrics: dict[str, float] = field(default_factory=dict)
+    runs: list[int] = field(default_factory=list)  # trial numbers of every launch pooled
+    values: list[float] = field(default_factory=list)
+    spread: float | None = None  # sample std of ``values``
+    baseline_runs: list[int] = field(default_factory=list)
+    baseline_values: list[float] = field(default_factory=list)
+    baseline_spread: float | None = None
+    noise_cv: float | None = None  # the tier's pooled run-to-run coefficient of variation
+    verdict: str | None = None  # better / worse / within noise / unconfirmed / baseline...
+    baseline_feasible: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def baseline_trial(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
+    done = [t for t in trials if t.user_attrs.get("baseline") and t.state == TrialState.COMPLETE]
+    done = [t for t in done if t.user_attrs.get(CONFIRM_ATTR) is None]
+    return done[0] if done else None
+
+
+def recommend(
+    trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int]
+) -> list[TierRecommendation]:
+    """For each tier, the feasible config with the best pooled objective value at that tier."""
+    groups = list(configs(trials).values())
+    base = next((c for c in groups if c.is_baseline), None)
+    return [_recommend_tier(groups, objective, tier, base) for tier in tiers]
+
+
+def _recommend_tier(
+    groups: Sequence[Config], objective: Objective, tier: int, base: Config | None
+) -> TierRecommendation:
+    cv = noise_cv(groups, objective, tier)
+    rec = TierRecommendation(concurrency=tier, trial=None, noise_cv=cv)
+    best = _best(groups, objective, tier, cv)
+    if best is not None:
+        rec.trial, rec.params = best.root.number, dict(best.root.params)
+        rec.runs, rec.values = _pooled(best, objective, tier)
+        rec.value, rec.spread = statistics.fmean(rec.values), spread(rec.values)
+        rec.metrics = best.mean_metrics(tier, SHOWN_METRICS)
+    if base is not None:
+        rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)
+        rec.baseline_runs, rec.baseline_values = _pooled(base, objective, tier)
+        if rec.baseline_values:
+            rec.baseline_value = statistics.fmean(rec.baseline_values)
+        rec.baseline_spread = spread(rec.baseline_values)
+        rec.baseline_metrics = base.mean_metrics(tier, SHOWN_METRICS)
+    if rec.value is not None and rec.baseline_value is not None:
+        rec.gain = objective.gain(rec.value, rec.baseline_value)
+        rec.verdict = _verdict(rec, best is base)
+    return rec
+
+
+def _pooled(c: Config, objective: Objective, tier: int) -> tuple[list[int], list[float]]:
+    pairs = [(t.number, measured(t, objective, tier)) for t in c.runs]
+    kept = [(n, v) for n, v in pairs if v is not None]
+    return [n for n, _ in kept], [v for _, v in kept]
+
+
+def _best(
+    groups: Sequence[Config], objective: Objective, tier: int, cv: float | None
+) -> Config | None:
+    best: tuple[float, Config] | None = None
+    for c in groups:
+        score = rank_score(c, objective, tier, cv) if c.feasible_at(tier) else None
+        if score is None:
+            continue
+        if best is None or objective.better(score, best[0]):
+            best = (score, c)
+    return best[1] if best else None
+
+
+def rank_score(c: Config, objective: Objective, tier: int, cv: float | None) -> float | None:
+    """Pooled mean worsened by ``RANK_Z`` standard errors: fewer launches, less trust."""
+    vals = c.values(objective, tier)
+    if not vals:
+        return None
+    mean = statistics.fmean(vals)
+    penalty = RANK_Z * (cv or 0.0) * abs(mean) / math.sqrt(len(vals))
+    return mean + penalty if objective.direction == "minimize" else mean - penalty
+
+
+def _verdict(rec: TierRecommendation, is_base: bool) -> str:
+    if is_base:
+        return "baseline"
+    if not rec.baseline_feasible:
+        return "baseline infeasible"
+    if rec.noise_cv is None or rec.gain is None:
+        return "unconfirmed"
+    error = rec.noise_cv * math.sqrt(1 / len(rec.values) + 1 / len(rec.baseline_values))
+    if rec.gain > VERDICT_Z * error:
+        return "better"
+    if rec.gain < -VERDICT_Z * error:
+        return "worse"
+    return "within noise"
+
+
+def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
+    """Every trial: state, params, failure reason and every per-tier metric (``c<N>_<key>``)."""
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        row: dict[str, Any] = {
+            "trial": t.number,
+            "state": t.state.name,
+            "baseline": bool(t.user_attrs.get("baseline", False)),
+            "feasible": is_feasible(t),
+            "failure": t.user_attrs.get("failure") or "",
+            "confirm_of": t.user_attrs.get(CONFIRM_ATTR),
+            "duplicate_of": t.user_attrs.get("duplicate_of"),
+            "duration_s": t.duration.total_seconds() if t.duration else None,
+        }
+        row.update({f"param_{k}": v for k, v in t.params.items()})
+        for tier in tiers:
+            for key, value in tier_metrics(t, tier).items():
+                if isinstance(value, int | float):
+                    row[f"c{tier}_{key}"] = value
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_recommendations(recs: Sequence[TierRecommendation], objective: Objective) -> str:
+    """A plain-text table: one row per tier, pooled best vs baseline, then each tier's settings.
+
+    Values read ``mean ±std (n launches)``; the verdict says whether the gain beats the noise.
+    """
+    head = f"{'tier':>6}  {'trial':>5}  {objective.name + ' (' + objective.unit + ')':>22}  "
+    head += f"{'baseline':>18}  {'gain':>7}  {'verdict':<18}  {'median_tpot':>11}  {'out tok/s':>9}"
+    lines = [head, "-" * len(head)]
+    lines += [_row(r) for r in recs]
+    lines.append("")
+    for r in recs:
+        if r.trial is not None:
+            settings = ", ".join(f"{k}={v}" for k, v in r.params.items())
+            lines.append(f"c{r.concurrency}: {settings}")
+        else:
+            lines.append(f"c{r.concurrency}: no feasible trial yet")
+    return "\n".join(lines)
+
+
+def _num(x: float | None, fmt: str = ".1f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _pooled_cell(value: float | None, std: float | None, n: int) -> str:
+    if value is None:
+        return "-"
+    if std is None:
+        return f"{value:.1f} (1)"
+    return f"{value:.1f} ±{std:.1f} ({n})"
+
+
+def _row(r: TierRecommendation) -> str:
+    gain = "-" if r.gain is None else f"{r.gain * 100:+.1f}%"
+    trial = "-" if r.trial is None else str(r.trial)
+    best = _pooled_cell(r.value, r.spread, len(r.values))
+    base = _pooled_cell(r.baseline_value, r.baseline_spread, len(r.baseline_values))
+    return (
+        f"{'c' + str(r.concurrency):>6}  {trial:>5}  {best:>22}  {base:>18}  {gain:>7}  "
+        f"{r.verdict or '-':<18}  {_num(r.metrics.get('median_tpot_ms')):>11}  "
+        f"{_num(r.metrics.get('output_throughput')):>9}"
+    )

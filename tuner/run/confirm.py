@@ -1,0 +1,100 @@
+"""Confirmation runs: the leading configs of every tier measured again on a fresh engine.
+
+One launch of a config is one draw of the engine's run-to-run noise, and the best of many draws
+is flattered by it. Once exploration is done, the baseline and the ``k`` configs with the best
+mean at each tier are launched once more, each on a new engine (a new trial: new start-up, new
+noise). A confirmation trial carries the user attr ``confirm_of: <trial number of the config's
+first measurement>``, is never answered from the duplicate cache, and does not count towards
+``--trials``. Confirmations can reshuffle a tier's leaders, so the pick is repeated (at most
+``MAX_ROUNDS`` times) until every leader holds two launches. ``tuner.export.recommend`` then
+pools the
+launches of each config and weighs its lead against the noise the repeats reveal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from objectives.objective import Objective
+from tuner.errors import InfraError
+from tuner.export.recommend import rank_score
+from tuner.record.pooling import CONFIRM_ATTR, DEFAULT_CONFIRM, Config, configs
+from tuner.run.objective import MAX_CONSECUTIVE_INFRA_FAILURES, TrialLoop
+
+MAX_ROUNDS = 3
+LAUNCHES = 2  # launches a leading config should hold once confirmed
+
+__all__ = ["DEFAULT_CONFIRM", "pending", "run_confirmations"]
+
+
+def leaders(groups: Sequence[Config], objective: Objective, tier: int, k: int) -> list[Config]:
+    """The ``k`` feasible configs with the best mean objective value at ``tier``."""
+    scored = [(rank_score(c, objective, tier, None), c) for c in groups if c.feasible_at(tier)]
+    ranked = [(s, c) for s, c in scored if s is not None]
+    ranked.sort(key=lambda sc: sc[0], reverse=objective.direction == "maximize")
+    return [c for _, c in ranked[:k]]
+
+
+def pending(
+    trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int], k: int
+) -> list[FrozenTrial]:
+    """First trials of the configs that still need a confirmation launch, in trial order."""
+    if k <= 0:
+        return []
+    groups = list(configs(trials).values())
+    wanted = {c.root.number: c for tier in tiers for c in leaders(groups, objective, tier, k)}
+    wanted.update(
+        {c.root.number: c for c in groups if c.is_baseline and any(map(c.feasible_at, tiers))}
+    )
+    queued = {
+        t.user_attrs.get(CONFIRM_ATTR)
+        for t in trials
+        if t.state in (TrialState.WAITING, TrialState.RUNNING)
+    }
+    todo = [c.root for n, c in wanted.items() if len(c.runs) < LAUNCHES and n not in queued]
+    return sorted(todo, key=lambda t: t.number)
+
+
+def enqueue(study: optuna.Study, roots: Sequence[FrozenTrial]) -> None:
+    for root in roots:
+        study.enqueue_trial(dict(root.params), user_attrs={CONFIRM_ATTR: root.number})
+
+
+def waiting(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
+def run_confirmations(
+    study: optuna.Study, loop: TrialLoop, k: int, timeout_s: float | None = None
+) -> int:
+    """Confirm the leaders of every tier; returns how many confirmation launches were queued."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    tiers, queued = list(loop.ctx.space.workload.tiers), 0
+    loop.confirming = True
+    try:
+        rounds = 0
+        while deadline is None or time.monotonic() < deadline:
+            todo = pending(study.get_trials(deepcopy=False), loop.ctx.objective, tiers, k)
+            if todo and rounds < MAX_ROUNDS:
+                rounds += 1
+                enqueue(study, todo)
+                queued += len(todo)
+                numbers = ", ".join(str(t.number) for t in todo)
+                loop.report(f"confirming {len(todo)} leading configs on a fresh engine: {numbers}")
+            if not waiting(study) or loop.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
+                break  # also runs launches re-queued after an infrastructure fault
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            study.optimize(
+                loop,
+                n_trials=waiting(study),
+                timeout=left,
+                catch=(InfraError,),
+                callbacks=[loop.after_trial],
+            )
+    finally:
+        loop.confirming = False
+    return queued

@@ -1,0 +1,178 @@
+"""Turning a ``tune run`` request into a validated study context, and opening its study.
+
+``prepare`` validates everything (space, objective, target, storage) and writes nothing, so a
+refused run leaves no trace in results/.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+
+from objectives.objective import Objective, get_objective
+from tuner.errors import SpaceError, StudyError
+from tuner.export.recommend import TierRecommendation
+from tuner.record.pooling import DEFAULT_CONFIRM
+from tuner.run.preflight import check_engine
+from tuner.run.slots import SlotRequest
+from tuner.run.trial import TrialRunner
+from tuner.samplers.registry import DEFAULT_SAMPLER, check_sampler, make_sampler
+from tuner.space import Space, load_space
+from tuner.space.schema import TargetSpec
+from tuner.storage.results import StudyPaths
+from tuner.storage.urls import driver_url
+
+
+@dataclass
+class RunOptions:
+    """What ``tune run`` asks for; ``None`` means 'the space's default'."""
+
+    space_path: Path
+    objective: str | None = None
+    trials: int | None = None
+    timeout_s: float | None = None
+    launcher: str | None = None
+    study: str | None = None
+    storage: str | None = None
+    results_dir: Path = Path("results")
+    parallel: SlotRequest = field(default_factory=SlotRequest)  # --gpus/--npus/--slots
+    confirm: int | None = None  # leading configs per tier launched again (None: the default)
+    sampler: str | None = None
+
+
+@dataclass
+class StudyContext:
+    """Everything a run needs, validated, before anything is written."""
+
+    space: Space
+    space_path: Path
+    space_text: str
+    objective: Objective
+    name: str
+    paths: StudyPaths
+    storage_url: str
+    trials: int
+    timeout_s: float | None
+    confirm: int = DEFAULT_CONFIRM
+    sampler: str = DEFAULT_SAMPLER
+    warnings: list[str] = field(default_factory=list)  # shown once when the run starts
+
+
+@dataclass
+class StudySummary:
+    """How a run ended and what it recommends."""
+
+    name: str
+    finished_trials: int
+    interrupted: bool
+    recommendations: list[TierRecommendation] = field(default_factory=list)
+    table: str = ""
+
+
+def prepare(opts: RunOptions) -> StudyContext:
+    """Validate the request; raises ``TunerError`` subclasses and writes nothing."""
+    space = load_space(opts.space_path)
+    if opts.launcher and opts.launcher != space.target.kind:
+        space = _retarget(space, opts.launcher, opts.space_path)
+    objective = get_objective(opts.objective or space.study.objective or "")
+    name = opts.study or space.study.name or Path(opts.space_path).stem
+    paths = StudyPaths.for_study(opts.results_dir, name)
+    trials = opts.trials if opts.trials is not None else space.study.trials
+    if trials < 1:
+        raise StudyError(f"--trials must be at least 1 (got {trials})")
+    runner = TrialRunner(space, objective, space.study.ready_timeout_s)  # validates the target
+    warnings = check_engine(space, opts.space_path, getattr(runner.settings, "cwd", None))
+    text = Path(opts.space_path).read_text()
+    url = opts.storage or paths.default_storage_url
+    confirm = DEFAULT_CONFIRM if opts.confirm is None else opts.confirm
+    if confirm < 0:
+        raise StudyError(f"--confirm must be 0 (off) or more (got {confirm})")
+    sampler = check_sampler(opts.sampler or DEFAULT_SAMPLER)
+    make_sampler(sampler, space)  # a grid over a continuous space is refused here
+    return StudyContext(
+        space,
+        Path(opts.space_path),
+        text,
+        objective,
+        name,
+        paths,
+        url,
+        trials,
+        opts.timeout_s,
+        confirm,
+        sampler,
+        warnings,
+    )
+
+
+def _retarget(space: Space, kind: str, path: Path) -> Space:
+    if kind != "sim":
+        raise SpaceError(
+            f"{path}: --launcher {kind}: the space's target is '{space.target.kind}' and only "
+            "'sim' can replace it (the settings of any other kind belong in the space's target)"
+        )
+    target = TargetSpec(kind="sim", **(space.sim or {}))
+    return space.model_copy(update={"target": target})
+
+
+def open_study(
+    ctx: StudyContext, storage: optuna.storages.BaseStorage | None = None
+) -> optuna.Study:
+    """Create or resume the study; a resumed study must match the space and objective.
+
+    ``storage`` replaces ``ctx.storage_url`` with an opened storage (workers pass one with
+    heartbeats and retries).
+    """
+    if ctx.storage_url == ctx.paths.default_storage_url:
+        ctx.paths.root.mkdir(parents=True, exist_ok=True)
+    tiers = list(ctx.space.workload.tiers)
+    study = optuna.create_study(
+        study_name=ctx.name,
+        storage=storage or driver_url(ctx.storage_url),
+        directions=[ctx.objective.direction] * len(tiers),
+        sampler=make_sampler(ctx.sampler, ctx.space),
+        load_if_exists=True,
+    )
+    _check_or_record(study, ctx, tiers)
+    return study
+
+
+def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -> None:
+    digest = _space_digest(ctx.space)
+    attrs = study.user_attrs
+    if not attrs:
+        meta = {
+            "objective": ctx.objective.name,
+            "tiers": tiers,
+            "space_digest": digest,
+            "space_path": str(ctx.space_path),
+            "space_yaml": ctx.space_text,
+            "target_kind": ctx.space.target.kind,
+            "hardware": ctx.space.hardware,
+            "engine": ctx.space.engine.model_dump(),
+            "created": time.time(),
+        }
+        for key, value in meta.items():
+            study.set_user_attr(key, value)
+        return
+    if attrs.get("objective") != ctx.objective.name:
+        raise StudyError(
+            f"study {ctx.name!r} optimises {attrs.get('objective')!r}, not "
+            f"{ctx.objective.name!r}; use --study NEW_NAME for a new study"
+        )
+    if attrs.get("space_digest") != digest:
+        raise StudyError(
+            f"study {ctx.name!r} was created from a different space (parameters, rules, target "
+            "or workload changed); use --study NEW_NAME for a new study"
+        )
+
+
+def _space_digest(space: Space) -> str:
+    keys = {"parameters", "rules", "workload", "slos", "engine", "target", "base"}
+    data = space.model_dump(mode="json", include=keys)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

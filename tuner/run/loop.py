@@ -1,0 +1,260 @@
+"""The claim / run / tell loop of one worker process (see ``tuner.run.worker`` for the rules)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages import fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.errors import InfraError
+from tuner.run.context import StudyContext
+from tuner.run.objective import (
+    MAX_CONSECUTIVE_FREE_TRIALS,
+    MAX_CONSECUTIVE_INFRA_FAILURES,
+    Report,
+    TrialLoop,
+    counts_toward_budget,
+    requeue,
+)
+from tuner.space.sample import suggest
+from tuner.storage.lock import StudyLock
+from tuner.storage.resilient import ResilientStorage
+
+BUDGET_ATTR = "budget"
+WORKER_ATTR = "tune:worker"  # a system attr: who ran a trial (host:pid and slot)
+
+
+@dataclass
+class Tally:
+    """The study's budget and counts as one claim saw them."""
+
+    budget: int
+    complete: int
+    running: int
+
+    @property
+    def done(self) -> bool:
+        return self.complete >= self.budget
+
+    @property
+    def full(self) -> bool:
+        return self.complete + self.running >= self.budget
+
+
+@dataclass
+class Joined:
+    """A worker's handle on the shared study: context, study, storage and lock."""
+
+    ctx: StudyContext
+    study: optuna.Study
+    storage: ResilientStorage
+    lock: StudyLock
+    budget: int
+
+
+class Heartbeat:
+    """Records a trial's heartbeat every ``interval_s`` on a daemon thread until stopped."""
+
+    def __init__(self, storage: ResilientStorage, trial_id: int, interval_s: float) -> None:
+        self.storage, self.trial_id, self.interval_s = storage, trial_id, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{trial_id}")
+        self._thread.daemon = True
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception:  # a bad beat must not end the trial; the next one may land
+                continue
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    # Heartbeats with ask/tell are what optuna warns about ('supposed to be used with
+    # Study.optimize'): this loop records them itself; fail_stale_trials is 'experimental'.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Heartbeat of storage")
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        yield
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (main thread only) and delivered on leaving."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def study_tally(study: optuna.Study, default_budget: int) -> Tally:
+    """The shared budget (a study attr), the trials that count toward it (launches, not rule
+    breakers or repeats of a measured launch) and the RUNNING ones, read now."""
+    budget = int(study.user_attrs.get(BUDGET_ATTR, default_budget))
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    complete = sum(counts_toward_budget(t) for t in trials)
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    return Tally(budget, complete, running)
+
+
+class WorkerLoop:
+    """Claims, runs and tells trials of ``joined.study`` until the budget is met."""
+
+    def __init__(self, joined: Joined, loop: TrialLoop, who: str, poll_s: float) -> None:
+        self.j, self.loop, self.who, self.poll_s = joined, loop, who, poll_s
+        self.ran = 0
+        self.waiting_reported = False
+
+    @property
+    def study(self) -> optuna.Study:
+        return self.j.study
+
+    def run(self, deadline: float | None, report: Report) -> Tally:
+        """Until the budget is met, the deadline passes, or infra faults pile up."""
+        while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                report("timeout: no new trials are started")
+                return self.tally()
+            if self.loop.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
+                report(f"stopping: {self.loop.infra_streak} infrastructure failures in a row")
+                return self.tally()
+            if self.loop.free_streak >= MAX_CONSECUTIVE_FREE_TRIALS:
+                report(
+                    f"stopping: the last {self.loop.free_streak} samples broke a rule or "
+                    "repeated a measured launch; the space has little left to explore"
+                )
+                return self.tally()
+            tally, trial = self._claim_whole()
+            if tally.done:
+                return tally
+            if trial is None:
+                self._wait(tally, report)
+                continue
+            self.waiting_reported = False
+            self._run(trial)
+
+    def tally(self) -> Tally:
+        return study_tally(self.study, self.j.ctx.trials)
+
+    def _claim_whole(self) -> tuple[Tally, optuna.Trial | None]:
+        """A claim that a Ctrl-C / SIGTERM cannot split: inside ``ask()`` it would leave a
+        RUNNING trial nobody holds, so the signals wait until the claim is done or undone."""
+        claimed: optuna.Trial | None = None
+        try:
+            with _signals_deferred():
+                tally, claimed = self._claim()
+        except KeyboardInterrupt:
+            if claimed is not None:
+                self._abandon(claimed, "interrupted (Ctrl-C or SIGTERM)")
+            raise
+        return tally, claimed
+
+    def _claim(self) -> tuple[Tally, optuna.Trial | None]:
+        with self.j.lock.held(), _quiet():
+            fail_stale_trials(self.study)  # dead workers' trials: FAIL, config queued again
+            tally = self.tally()
+            if tally.full:
+                return tally, None
+            trial = self.study.ask()
+            try:
+                self.j.storage.set_trial_system_attr(trial._trial_id, WORKER_ATTR, self.who)
+                self.j.storage.record_heartbeat(trial._trial_id)
+                suggest(trial, self.j.ctx.space)  # visible to every sampler before the lock goes
+            except BaseException:
+                self._give_back(trial, "interrupted while claiming")  # the lock is held here
+                raise
+            return tally, trial
+
+    def _wait(self, tally: Tally, report: Report) -> None:
+        if not self.waiting_reported:
+            report(
+                f"waiting: {tally.complete}/{tally.budget} complete and {tally.running} running "
+                "elsewhere; staying until they finish in case one must run again"
+            )
+            self.waiting_reported = True
+        time.sleep(self.poll_s)
+
+    def _run(self, trial: optuna.Trial) -> None:
+        interval = self.j.storage.get_heartbeat_interval() or 30
+        values: list[float] | None = None
+        state = TrialState.FAIL
+        try:
+            with Heartbeat(self.j.storage, trial._trial_id, interval):
+                values = self.loop(trial)
+            state = TrialState.COMPLETE
+        except KeyboardInterrupt:
+            self._abandon(trial, "interrupted (Ctrl-C or SIGTERM)")
+            raise
+        except InfraError:
+            pass  # TrialLoop recorded why; record() below queues the config again
+        except UpdateFinishedTrialError:
+            # Another worker failed this trial as stale (its heartbeats stopped reaching the
+            # database, e.g. during an outage) and queued its config again: drop this run.
+            self.loop.report(
+                f"trial {trial.number}: taken over by another worker after its heartbeat was "
+                "lost; this run's result is discarded"
+            )
+            return
+        except Exception as err:  # a bug, not a measurement: FAIL the trial, then stop
+            with suppress(UpdateFinishedTrialError):
+                trial.set_user_attr("failure", f"error in tune: {type(err).__name__}: {err}")
+            self._tell(trial, TrialState.FAIL, None)
+            raise
+        finally:
+            self.ran += 1
+        frozen = self._tell(trial, state, values)
+        if frozen is not None:
+            self.loop.record(self.study, frozen)
+
+    def _tell(
+        self, trial: optuna.Trial, state: TrialState, values: list[float] | None
+    ) -> FrozenTrial | None:
+        """Finish ``trial``; None when another worker took it over (its heartbeat was lost)."""
+        try:
+            frozen = self.study.tell(trial, values, state, skip_if_finished=True)
+        except UpdateFinishedTrialError:
+            frozen = self.study._storage.get_trial(trial._trial_id)
+        if frozen.state != state:
+            self.loop.report(
+                f"trial {trial.number}: taken over by another worker after its heartbeat was "
+                f"lost; this run's result is discarded ({frozen.state.name} stands)"
+            )
+            return None
+        return frozen
+
+    def _abandon(self, trial: optuna.Trial, why: str) -> None:
+        """Mark ``trial`` interrupted and queue its config at once, for any worker to run."""
+        with self.j.lock.held():
+            self._give_back(trial, why)
+
+    def _give_back(self, trial: optuna.Trial, why: str) -> None:
+        # Under the study lock: the FAIL and the re-queue are one step for every other worker.
+        with suppress(UpdateFinishedTrialError):  # already failed by a heartbeat check
+            trial.set_user_attr("interrupted", True)
+            trial.set_user_attr("failure", why)
+        frozen = self._tell(trial, TrialState.FAIL, None)
+        if frozen is not None:
+            requeue(self.study, frozen)

@@ -1,0 +1,190 @@
+"""Running one trial: launch the engine once, benchmark every tier, always stop it.
+
+The outcome is plain data: per-tier metrics, the objective value per tier, constraint values and,
+for configs that cannot work, the reason. A config fault (refused, OOM, crash, SLO miss, failed
+requests) is an outcome the sampler learns from; an infrastructure fault raises ``InfraError``
+so the study marks the trial FAIL and runs its config again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launchers import launcher_class
+from objectives.metrics import SLO, TierResult, merge_failures
+from objectives.objective import Objective
+from objectives.runner import run_benchmark
+from tuner.engine import EngineConfig
+from tuner.errors import FailureKind, InfraError, LaunchError
+from tuner.space.load import settings_of
+from tuner.space.schema import Space
+from tuner.storage.results import write_json, write_trial_config
+
+CONSTRAINT_KEYS = ("rules", "engine", "failed_requests", "slo")
+
+
+@dataclass
+class TrialOutcome:
+    """What a trial measured, ready for the study's storage."""
+
+    values: list[float]
+    tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    constraints: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(CONSTRAINT_KEYS, 0.0)
+    )
+    failure: str | None = None
+    failure_kind: str | None = None
+    # Per tier: served every request and met that tier's SLOs. A config that misses an SLO at
+    # c40 can still be the best answer at c1, so recommendations read this, not `feasible`.
+    tier_ok: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return all(v <= 0 for v in self.constraints.values())
+
+
+def infeasible(
+    objective: Objective, n_tiers: int, key: str, reason: str, kind: str
+) -> TrialOutcome:
+    """An outcome for a config that cannot work: worst values, one constraint violated."""
+    out = TrialOutcome(values=[objective.worst] * n_tiers, failure=reason, failure_kind=kind)
+    out.constraints[key] = 1.0
+    return out
+
+
+class TrialRunner:
+    """Runs trials of one space against its target; one launcher instance per trial."""
+
+    def __init__(
+        self,
+        space: Space,
+        objective: Objective,
+        ready_timeout_s: float,
+        base_dir: Path | None = None,
+    ) -> None:
+        self.space = space
+        self.base_dir = base_dir
+        self.objective = objective
+        self.ready_timeout_s = ready_timeout_s
+        self.launcher_cls = launcher_class(space.target.kind)
+        self.settings = settings_of(space)
+
+    @property
+    def tiers(self) -> list[int]:
+        return list(self.space.workload.tiers)
+
+    def run(
+        self,
+        config: EngineConfig,
+        trial_dir: Path,
+        on_tier: Callable[[TierResult], None] | None = None,
+    ) -> TrialOutcome:
+        """Launch, benchmark every tier, stop. Raises ``InfraError`` for faults not the config's."""
+        write_trial_config(trial_dir, config)
+        results: list[TierResult] = []
+
+        def keep(tier: TierResult) -> None:
+            results.append(tier)
+            write_json(trial_dir / f"bench_c{tier.concurrency}.json", tier.to_dict())
+            if on_tier is not None:
+                on_tier(tier)
+
+        try:
+            with self.launcher_cls(self.settings) as launcher:
+                launcher.start(config, trial_dir)
+                endpoint = launcher.wait_ready(self.ready_timeout_s)
+                run_benchmark(endpoint, self.space.workload, self.space.slos, keep, self.base_dir)
+        except LaunchError as err:
+            if not err.kind.is_config_fault:
+                raise InfraError(f"{err.kind.value}: {err}") from err
+            return self._failed(err, results)
+        return self.outcome(results)
+
+    def outcome(self, results: Sequence[TierResult]) -> TrialOutcome:
+        """Objective values and constraints from every tier's results."""
+        if any(r.client_saturated for r in results):
+            raise InfraError("the benchmark client, not the engine, limited a tier")
+        tiers = {str(r.concurrency): _tier_data(r) for r in results}
+        out = TrialOutcome(values=[self._value(tiers.get(str(c))) for c in self.tiers], tiers=tiers)
+        out.tier_ok = {
+            str(c): any(r.concurrency == c and _tier_ok(r) for r in results) for c in self.tiers
+        }
+        failed = sum(int(r.metrics.get("failed", 0)) for r in results)
+        total = failed + sum(int(r.metrics.get("completed", 0)) for r in results)
+        out.constraints["failed_requests"] = failed / total if total else 1.0
+        out.constraints["slo"] = slo_violation(self.space.slos, tiers)
+        if failed:
+            reasons = _merge_failures(results)
+            out.failure = f"{failed} of {total} requests failed ({reasons})"
+            out.failure_kind = "failed_requests"
+        elif out.constraints["slo"] > 0:
+            missed = [f"c{r.concurrency} {v}" for r in results for v in r.slo_violations]
+            out.failure = "missed SLO: " + ("; ".join(missed) or "a tier has no measurement")
+            out.failure_kind = "slo"
+        return out
+
+    def _value(self, metrics: Mapping[str, Any] | None) -> float:
+        value = (metrics or {}).get(self.objective.key)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return self.objective.worst
+        return float(value)
+
+    def _failed(self, err: LaunchError, results: Sequence[TierResult]) -> TrialOutcome:
+        out = infeasible(self.objective, len(self.tiers), "engine", str(err), err.kind.value)
+        out.tiers = {str(r.concurrency): _tier_data(r) for r in results}
+        last = err.log_tail.strip().splitlines()[-1] if err.log_tail.strip() else ""
+        if last and str(err) not in last and last not in str(err):
+            out.failure = f"{err} | {last}"
+        return out
+
+
+def slo_violation(slos: Sequence[SLO], tiers: Mapping[str, Mapping[str, Any]]) -> float:
+    """Sum of relative overshoots of the per-tier SLOs (0 when all are met).
+
+    Per-request SLOs (ttft, tpot, e2el) define goodput instead, as in ``vllm bench serve``.
+    """
+    total = 0.0
+    for slo in slos:
+        if slo.per_request:
+            continue
+        for tier, metrics in tiers.items():
+            if slo.applies_to(int(tier)):
+                total += _overshoot(slo, metrics.get(slo.metric))
+    return total
+
+
+def _overshoot(slo: SLO, value: Any) -> float:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return 1.0
+    if slo.max is not None and value > slo.max:
+        return (value - slo.max) / slo.max if slo.max else 1.0
+    if slo.min is not None and value < slo.min:
+        return (slo.min - value) / slo.min if slo.min else 1.0
+    return 0.0
+
+
+def _tier_ok(result: TierResult) -> bool:
+    return not result.failures and not result.slo_violations and not result.client_saturated
+
+
+def _tier_data(result: TierResult) -> dict[str, Any]:
+    data: dict[str, Any] = dict(result.metrics)
+    if result.failures:
+        data["failure_reasons"] = dict(result.failures)
+    if result.server:
+        data["server"] = dict(result.server)
+    return data
+
+
+def _merge_failures(results: Sequence[TierResult]) -> str:
+    # Most frequent first; a server's message (HTTP 400: ...) is kept verbatim, once.
+    merged = merge_failures(r.failures for r in results)
+    ranked = sorted(merged.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{n}x {reason}" for reason, n in ranked) or "no reason given"
+
+
+__all__ = ["CONSTRAINT_KEYS", "FailureKind", "TrialOutcome", "TrialRunner", "infeasible"]

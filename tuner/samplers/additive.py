@@ -1,0 +1,382 @@
+"""Per-tier Bayesian search on a linear surrogate: the next launch, one tier at a time.
+
+A study has one objective per concurrency tier; trial ``n`` looks for the best config of tier
+``n mod tiers`` (every launch still measures, and teaches, every tier). For that tier it fits
+``tuner.samplers.surrogate.BayesLinear`` to the log of the trials' values at *all* tiers (each
+at the
+tiers it was feasible at), with effects shared by the tiers plus effects of the target tier
+alone: a kernel that is 10% faster is 10% faster at every tier, while the best token budget
+depends on the tier. Two failure models, on every finished trial, learn which configs are
+refused, crash or miss an SLO (at the target tier): a noisy-OR over knob values and pairs
+(``tuner.samplers.failure_model``) and a linear model of the 0/1 outcome; candidates both
+expect to fail are
+not proposed. Until two configs have worked, the launch is the one least likely to fail under
+a posterior draw of the noisy-OR model.
+
+Proposals alternate at random between two moves:
+- a Thompson draw from the posterior, among candidates ``RADIUS`` knob from the best configs
+  of the tier so far (a trust region: the model ranks well near what it has seen), widened
+  knob by knob until it holds a candidate not expected to fail;
+- the optimistic guess anywhere in the space (posterior mean minus ``OPTIMISM`` sd), which
+  combines knob values measured good separately and tries values never measured.
+
+A tier whose best has not improved for ``STALE_AFTER`` trials gets the optimistic guess every
+time, under the looser ``STALE_LIMIT``: a search that settled early in a region (a value
+blamed for a crash that only one of its combinations causes, say a MoE kernel at a large token
+budget) is kept out of the better region by the failure models, and local draws do not leave.
+
+Until every choice of every unordered knob (attention backend, MoE backend, ...) has been
+launched once, each proposal launches one not yet launched, by the Thompson move near the best
+configs: a choice never measured has only the prior, which ranks it below any value measured
+good, so the kernel that is best everywhere could otherwise wait a dozen launches for its turn.
+
+A trial that missed one tier's SLO (TTFT at c20, say) still teaches the tiers it was feasible
+at, when it records feasibility per tier (the ``tier_ok`` user attr ``tune run`` sets): it is a
+row of those tiers' objective data and a failure only for the tiers it failed.
+
+Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
+plus the one-knob neighbours of every measured config; configs already measured or running are not
+proposed again (from the first proposal on: before any trial has finished, the running trials'
+knobs are the search space), and configs the space's rules forbid not at all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.samplers import RandomSampler
+from optuna.search_space import IntersectionSearchSpace
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from tuner.record.pooling import feasible_at
+from tuner.samplers.failure_model import FailureModel, Ingredients
+from tuner.samplers.surrogate import (
+    BayesLinear,
+    Encoder,
+    enumerate_points,
+    numeric_choices,
+    product_size,
+)
+
+Allowed = Callable[[dict[str, Any]], bool]
+MAX_ENUMERATED = 20_000
+RANDOM_CANDIDATES = 3_000
+NUMERIC_GRID = 9  # values per int/float knob on a wide range
+RISK_LIMIT = 0.3  # predicted failure (0..1) above which a candidate is not proposed
+GREEDY_SHARE = 0.33  # proposals that take the optimistic guess anywhere in the space
+OPTIMISM = 1.0  # posterior sd subtracted from the predicted value in those proposals
+STALE_AFTER = 10  # trials without a new best at the tier after which every proposal for it ...
+STALE_LIMIT = 0.5  # ... is the optimistic guess, with this risk limit instead of RISK_LIMIT
+TOP_K = 3  # the trust region surrounds the best few configs of the tier
+RADIUS = 1  # ... this many changed knobs, at first; measured against 2 in the optimizer docs
+
+
+class AdditiveSampler(optuna.samplers.BaseSampler):
+    """Per-tier Thompson / optimistic sampler; see the module docstring."""
+
+    def __init__(
+        self,
+        seed: int | None = None,
+        allowed: Allowed | None = None,
+        tiers: Sequence[int] | None = None,
+    ) -> None:
+        self.tiers = list(tiers) if tiers is not None else None
+        self.rng = np.random.default_rng(seed)
+        self.allowed = allowed or (lambda point: True)
+        self.fallback = RandomSampler(seed=seed)
+        self.space = IntersectionSearchSpace()
+        self._fits: dict[int, tuple[int, tuple[list[float], float]]] = {}
+
+    def reseed_rng(self) -> None:
+        self.rng = np.random.default_rng()
+        self.fallback.reseed_rng()
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        if space := self.space.calculate(study):
+            return space
+        # Nothing finished yet (a second worker joins while the first launch runs): the running
+        # trials' knobs, so the proposal already skips the configs they are measuring.
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        widest = max(running, key=lambda t: len(t.distributions), default=None)
+        return dict(widest.distributions) if widest is not None else {}
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        return self.fallback.sample_independent(study, trial, param_name, param_distribution)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        done = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if search_space.keys() <= t.params.keys() and self.allowed(t.params)
+        ]
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        taken = {_key(t.params, search_space) for t in [*done, *running] if t.params}
+        values = {name: knob_values(d, done, name) for name, d in search_space.items()}
+        pool = [
+            p
+            for p in self._candidates(values, done)
+            if _key(p, search_space) not in taken and self.allowed(p)
+        ]
+        if not pool:
+            return {}  # everything measured: the random fallback samples each knob
+        fresh = covering(pool, [*done, *running], search_space)
+        if not done:
+            return fresh[int(self.rng.integers(len(fresh)))]
+        data = Observed(done, study.directions, trial.number % len(study.directions), self.tiers)
+        greedy = bool(self.rng.random() < GREEDY_SHARE)
+        stuck = data.stale() >= STALE_AFTER
+        if len(fresh) < len(pool):  # a choice never launched yet: measure it next to the best
+            pool, greedy, stuck = fresh, False, False
+        dist = None if greedy or stuck else distance_to_best(pool, data.best(TOP_K), search_space)
+        limit = STALE_LIMIT if stuck else RISK_LIMIT
+        return pool[self._pick(Encoder(search_space), data, pool, dist, limit)]
+
+    def _pick(
+        self,
+        enc: Encoder,
+        data: Observed,
+        pool: list[dict[str, Any]],
+        dist: np.ndarray | None,
+        limit: float,
+    ) -> int:
+        """Index of the candidate to launch: the best score among those not expected to fail
+        (risk under ``limit``), a Thompson draw near the best (``dist`` given) or the optimistic
+        guess anywhere."""
+        main, pairs = enc.features([t.params for t in data.trials])
+        cand = enc.features(pool)
+        risk = np.zeros(len(pool))
+        if not data.ok.all():
+            risk = self._drawn_risk(enc, data, pool)
+            if data.ok.sum() >= 2:
+                # the noisy-OR blames a failure on a single value where only some combinations
+                # of it fail; the linear 0/1 model sees those: held back only if both expect it
+                linear = BayesLinear([main, pairs], (~data.ok).astype(float))
+                risk = np.minimum(risk, linear.predict(cand, linear.mean))
+        safe = risk < limit
+        region = trust_region(dist, safe)
+        least_risky = int(np.argmin(np.where(region, risk, np.inf)))
+        if data.ok.sum() < 2:  # nothing to rank by yet
+            if data.ok.all():
+                return int(self.rng.choice(np.flatnonzero(region)))
+            return least_risky  # under a draw of where configs work
+        model = BayesLinear(*data.design(main, pairs), hyper=self._hyper(data))
+        self._fits[data.tier] = (int(data.ok.sum()), model.hyper)
+        blocks = [*cand, *cand] if len(data.directions) > 1 else cand
+        if dist is None:  # optimism in the face of uncertainty: values never tried get their turn
+            score = model.predict(blocks, model.mean) - OPTIMISM * model.sd(blocks)
+        else:
+            score = model.predict(blocks, model.draw(self.rng))
+        allowed = safe & region
+        return int(np.argmin(np.where(allowed, score, np.inf))) if allowed.any() else least_risky
+
+    def _drawn_risk(self, enc: Encoder, data: Observed, pool: list[dict[str, Any]]) -> np.ndarray:
+        """Failure of each candidate under a posterior draw of the noisy-OR model
+        (``tuner.samplers.failure_model``): it blames a failure on its suspect ingredients, so a
+        value tried
+        once next to a bad one stays in play, and drawn rather than averaged, a value blamed on
+        thin evidence gets a second chance now and then."""
+        ing = Ingredients(enc.space)
+        blame = FailureModel(ing, ing.ids([t.params for t in data.trials]), ~data.ok)
+        return blame.risk(ing.ids(pool), blame.draw(self.rng))
+
+    def _hyper(self, data: Observed) -> tuple[list[float], float] | None:
+        """The tier's last prior scales and noise, until a quarter more data (at least 3 trials)
+        call for choosing them again: the choice costs far more than the fit."""
+        n, hyper = self._fits.get(data.tier, (0, None))
+        return hyper if data.ok.sum() < n + max(3, n // 4) else None
+
+    def _candidates(
+        self, values: dict[str, list[Any]], done: Sequence[FrozenTrial]
+    ) -> list[dict[str, Any]]:
+        if product_size(values) <= MAX_ENUMERATED:
+            return enumerate_points(values)
+        out = [
+            {n: v[int(self.rng.integers(len(v)))] for n, v in values.items()}
+            for _ in range(RANDOM_CANDIDATES)
+        ]
+        for best in done:
+            out += neighbours({n: best.params[n] for n in values}, values)
+        return out
+
+
+class Observed:
+    """The finished trials as the models see them, for one target tier: ``ok_at`` holds, per
+    trial and tier, whether that value is one to learn from (``tiers`` names the tiers' keys in
+    the trials' ``tier_ok`` user attr); ``ok`` is the target tier's column."""
+
+    def __init__(
+        self,
+        trials: Sequence[FrozenTrial],
+        directions: Sequence[StudyDirection],
+        tier: int,
+        tiers: Sequence[int] | None = None,
+    ) -> None:
+        self.trials, self.directions, self.tier = list(trials), list(directions), tier
+        self.ok_at = np.array(
+            [_ok_at(t, len(self.directions), tiers) for t in self.trials], dtype=bool
+        ).reshape(len(self.trials), len(self.directions))
+        self.ok = self.ok_at[:, tier]
+        self.y = np.full(self.ok_at.shape, np.nan)
+        for i, direction in enumerate(self.directions):
+            rows = self.ok_at[:, i]
+            values = [self.trials[j].values[i] for j in np.flatnonzero(rows)]
+            self.y[rows, i] = objective_targets(values, direction)
+
+    def best(self, k: int) -> list[FrozenTrial]:
+        """The ``k`` best trials feasible at the target tier."""
+        good = np.flatnonzero(self.ok)
+        order = good[np.argsort(self.y[good, self.tier])]
+        return [self.trials[j] for j in order[:k]]
+
+    def stale(self) -> int:
+        """Trials finished since the target tier's best feasible one (0 before any): how long
+        the search has gone without improving this tier."""
+        good = np.flatnonzero(self.ok)
+        if not len(good):
+            return 0
+        return len(self.trials) - 1 - int(good[np.argmin(self.y[good, self.tier])])
+
+    def design(self, main: np.ndarray, pairs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """Feature blocks and targets: one row per (trial, tier it was feasible at), each
+        tier's targets centred; the target tier's rows also fill its own copy of the blocks."""
+        if len(self.directions) == 1:
+            return [main[self.ok], pairs[self.ok]], self.y[self.ok, 0]
+        tier, trial = np.nonzero(self.ok_at.T)
+        counts = np.maximum(self.ok_at.sum(axis=0), 1)
+        centred = self.y - np.nansum(self.y, axis=0) / counts
+        mine = (tier == self.tier)[:, None]
+        rows_main, rows_pairs = main[trial], pairs[trial]
+        blocks = [rows_main, rows_pairs, rows_main * mine, rows_pairs * mine]
+        return blocks, centred[trial, tier]
+
+
+def _ok_at(t: FrozenTrial, n: int, tiers: Sequence[int] | None) -> list[bool]:
+    """Per tier, whether the trial's value there is one to learn from: finite, and feasible
+    at that tier (its own SLOs met, every request served) when the trial says so per tier,
+    else feasible as a whole."""
+    finite = [_finite(v) for v in (t.values or [None] * n)]
+    if tiers is not None and t.user_attrs.get("tier_ok") and len(tiers) == n:
+        return [f and feasible_at(t, c) for f, c in zip(finite, tiers, strict=True)]
+    whole = _feasible(t) and all(finite)
+    return [whole] * n
+
+
+def objective_targets(
+    values: Sequence[float] | np.ndarray, direction: StudyDirection
+) -> np.ndarray:
+    """What the objective model fits, lower is better: the log of the value when all values
+    are positive (step-time factors multiply), sign-flipped when maximising."""
+    y = np.asarray(values, dtype=float)
+    if np.all(y > 0):
+        y = np.log(y)
+    return y if direction == StudyDirection.MINIMIZE else -y
+
+
+def knob_values(dist: BaseDistribution, done: Sequence[FrozenTrial], name: str) -> list[Any]:
+    """The values a knob's candidates take: every choice, every int of a short range, or a
+    (log) grid over a wide one plus the values already tried."""
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices)
+    d: Any = dist
+    step = d.step or (1 if isinstance(d.low, int) and isinstance(d.high, int) else None)
+    if step is not None and not d.log and (d.high - d.low) / step < 16:
+        return list(np.arange(d.low, d.high + step / 2, step).astype(type(d.low)).tolist())
+    grid = (
+        np.geomspace(d.low, d.high, NUMERIC_GRID)
+        if d.log
+        else np.linspace(d.low, d.high, NUMERIC_GRID)
+    )
+    values = {_snap(float(x), d) for x in grid} | {t.params[name] for t in done if name in t.params}
+    return sorted(values)
+
+
+def _snap(x: float, d: Any) -> Any:
+    if d.step is not None:
+        x = d.low + round((x - d.low) / d.step) * d.step
+    x = min(max(x, d.low), d.high)
+    return round(x) if isinstance(d.low, int) else x
+
+
+def distance_to_best(
+    pool: list[dict[str, Any]], best: Sequence[FrozenTrial], space: Mapping[str, Any]
+) -> np.ndarray:
+    """How many knobs each candidate changes from the nearest of the ``best`` configs (0 for
+    every candidate when there are none)."""
+    if not best:
+        return np.zeros(len(pool), dtype=int)
+    names = list(space)
+    cand = np.array([[repr(p[n]) for n in names] for p in pool])
+    tops = np.array([[repr(t.params[n]) for n in names] for t in best])
+    return (cand[:, None, :] != tops[None, :, :]).sum(-1).min(1)
+
+
+def trust_region(dist: np.ndarray | None, safe: np.ndarray) -> np.ndarray:
+    """The candidates a proposal chooses from: all of them for the optimistic move (``dist``
+    None); else those within ``RADIUS`` knobs of the best, the radius widened until the region
+    holds a candidate not expected to fail (one knob away is where the model ranks best, but a
+    region of nothing but likely failures would spend a launch on one of them)."""
+    if dist is None:
+        return np.ones(len(safe), dtype=bool)
+    radii = range(RADIUS, int(dist.max(initial=0)) + 1)
+    near = [dist <= r for r in radii if (dist <= r).any()]
+    for region in near:
+        if (region & safe).any():
+            return region
+    return near[0] if near else np.ones(len(safe), dtype=bool)
+
+
+def neighbours(point: dict[str, Any], values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every config one knob away from ``point``."""
+    return [{**point, n: v} for n, vs in values.items() for v in vs if v != point[n]]
+
+
+def _feasible(t: FrozenTrial) -> bool:
+    return all(v <= 0 for v in t.constraints.values())
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _key(params: Mapping[str, Any], space: Mapping[str, BaseDistribution]) -> tuple[Any, ...]:
+    return tuple(repr(params.get(n)) for n in space)
+
+
+def covering(
+    pool: list[dict[str, Any]],
+    launched: Sequence[FrozenTrial],
+    space: Mapping[str, BaseDistribution],
+) -> list[dict[str, Any]]:
+    """The candidates that launch a choice of an unordered knob (a kernel, a backend) that no
+    trial has launched yet; all of ``pool`` once every choice has been. Ordered knobs are left
+    out: their rank feature lets one launch teach its neighbours, an unordered choice's
+    effect is known from its own launches only."""
+    choices = {
+        n: d.choices
+        for n, d in space.items()
+        if isinstance(d, CategoricalDistribution) and not numeric_choices(d.choices)
+    }
+    seen = {(n, repr(t.params[n])) for t in launched for n in choices if n in t.params}
+    unseen = {(n, repr(c)) for n, cs in choices.items() for c in cs} - seen
+    if not unseen:  # the rest of the study: no scan of the pool
+        return pool
+    fresh = [p for p in pool if any((n, repr(p[n])) in unseen for n in choices)]
+    return fresh or pool
