@@ -27,7 +27,8 @@ from typing import Any
 from objectives.objective import Objective, get_objective
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError, TunerError
-from tuner.run.trial import TrialOutcome, TrialRunner
+from tuner.record.trial import TrialOutcome
+from tuner.run.trial import TrialRunner
 from tuner.space import Space, load_space
 from tuner.space.render import render_engine_config
 

@@ -65,7 +65,8 @@ sys.path.insert(0, str(REPO))
 from launchers.simengine import EngineRefused, load_profile  # noqa: E402
 from launchers.simengine.config import resolve  # noqa: E402
 from objectives.objective import get_objective  # noqa: E402
-from tuner.run.trial import CONSTRAINT_KEYS, TrialRunner  # noqa: E402
+from tuner.record.trial import CONSTRAINT_KEYS, write_tier_ok  # noqa: E402
+from tuner.run.trial import TrialRunner  # noqa: E402
 from tuner.samplers.registry import (  # noqa: E402
     DEFAULT_SAMPLER,
     SAMPLERS,
@@ -203,7 +204,7 @@ def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record
             trial.set_constraint(name, value)
         if rec.get("tier_ok"):  # as tune run records it: the sampler reads feasibility per tier
             tiers = space.workload.tiers
-            trial.set_user_attr("tier_ok", dict(zip(map(str, tiers), rec["tier_ok"], strict=True)))
+            write_tier_ok(trial, dict(zip(map(str, tiers), rec["tier_ok"], strict=True)))
         return list(rec["values"])
 
     for _ in range(budget * 20):  # rules and duplicates are free, but bounded

@@ -24,8 +24,8 @@ from tests.e2e.conftest import Postgres
 from tests.tuner.run.test_worker import REPO, assert_exact, complete, slow_space, wait_for, worker
 from tuner.export import export_study
 from tuner.export.recommend import trials_table
+from tuner.record.trial import lost_params
 from tuner.run.loop import WORKER_ATTR
-from tuner.run.objective import lost_params
 from tuner.storage.urls import driver_url
 
 pytestmark = pytest.mark.slow

@@ -12,6 +12,7 @@ from tuner.export.data import StudyData
 from tuner.export.importance import Importance, tier_importance
 from tuner.export.secrets import Redactor
 from tuner.export.tiers import Tier, build_tiers
+from tuner.record.trial import TrialRecord
 
 
 @dataclass
@@ -57,7 +58,7 @@ def build_export(data: StudyData) -> Export:
         rec = tier.recommended
         launch = launch_config(data.space, by_number[rec.trial], redactor) if rec else None
         out.append(TierExport(tier, launch, tier_importance(tier, data.trials, data.objective)))
-    base = next((t for t in data.trials if t.user_attrs.get("baseline")), None)
+    base = next((t for t in data.trials if TrialRecord.of(t).baseline), None)
     baseline = launch_config(data.space, base, redactor) if base is not None else None
     return Export(data, out, baseline, redactor, failures(data.trials, redactor))
 
@@ -66,16 +67,16 @@ def failures(trials: list[FrozenTrial], redactor: Redactor) -> list[Failure]:
     """Infeasible and failed trials with their reason; copies of a failed launch say so."""
     out = []
     for t in trials:
-        attrs = t.user_attrs
-        if t.state == TrialState.COMPLETE and attrs.get("feasible"):
+        r = TrialRecord.of(t)
+        if r.complete and r.feasible:
             continue
         if t.state in (TrialState.RUNNING, TrialState.WAITING):
             continue
-        kind = str(attrs.get("failure_kind") or ("infra" if t.state == TrialState.FAIL else ""))
-        if attrs.get("interrupted"):
+        kind = str(r.failure_kind or ("infra" if t.state == TrialState.FAIL else ""))
+        if r.interrupted:
             kind = "interrupted"
-        reason = str(attrs.get("failure") or "no reason recorded")
-        if attrs.get("duplicate_of") is not None:
-            reason = f"same launch as trial {attrs['duplicate_of']}: {reason}"
+        reason = str(r.failure or "no reason recorded")
+        if r.duplicate_of is not None:
+            reason = f"same launch as trial {r.duplicate_of}: {reason}"
         out.append(Failure(t.number, t.state.name, kind or "unknown", redactor.scrub(reason)))
     return out

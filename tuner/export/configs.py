@@ -14,6 +14,7 @@ from typing import Any
 from optuna.trial import FrozenTrial
 
 from tuner.export.secrets import Redactor, flag_env_name, is_secret_flag
+from tuner.record.trial import TrialRecord
 from tuner.space import render_engine_config
 from tuner.space.schema import Space
 
@@ -43,7 +44,7 @@ def launch_config(space: Space, trial: FrozenTrial, redactor: Redactor) -> Launc
     secret_env = sorted(config.secret_env)
     redactor.add_env(config.env, secret_env)
     args, flag_secrets = _hide_secret_flags(list(config.args), redactor)
-    stored = trial.user_attrs.get("fingerprint")
+    stored = TrialRecord.of(trial).fingerprint
     return LaunchConfig(
         trial=trial.number,
         program=list(config.command),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from optuna.storages import BaseStorage
 
-from tuner.export.data import open_study
 from tuner.storage.results import StudyPaths
+from tuner.storage.studies import open_study
 from tuner.storage.urls import open_storage
 
 HOST = "127.0.0.1"  # the dashboard can edit studies: never expose it beyond this machine

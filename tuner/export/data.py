@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import optuna
 import yaml
@@ -20,11 +19,10 @@ from pydantic import ValidationError
 
 from objectives.objective import Objective, get_objective
 from tuner.errors import StudyError
-from tuner.export.show import load_study
+from tuner.record.study import StudyRecord, missing_keys
+from tuner.record.trial import TrialRecord
 from tuner.space.schema import Space
-from tuner.storage.urls import StorageSettings, open_storage, redact
-
-EXPORT_OUTAGE_S = 60.0
+from tuner.storage.studies import open_study
 
 
 @dataclass
@@ -37,18 +35,18 @@ class StudyData:
     space: Space
     objective: Objective
     tiers: list[int]
-    attrs: dict[str, Any]
+    record: StudyRecord
     trials: list[FrozenTrial] = field(default_factory=list)
 
     @property
     def target_kind(self) -> str:
         """The launcher the trials ran on (``sim`` when ``--launcher sim`` replaced the target)."""
-        return str(self.attrs.get("target_kind") or self.space.target.kind)
+        return str(self.record.target_kind or self.space.target.kind)
 
     def counts(self) -> dict[str, int]:
         """Trials by outcome: total, complete, feasible, infeasible, failed, running."""
-        done = [t for t in self.trials if t.state == TrialState.COMPLETE]
-        feasible = sum(1 for t in done if t.user_attrs.get("feasible"))
+        done = [r for r in map(TrialRecord.of, self.trials) if r.complete]
+        feasible = sum(1 for r in done if r.feasible)
         return {
             "total": len(self.trials),
             "complete": len(done),
@@ -67,7 +65,7 @@ class StudyData:
         return max(0.0, (max(ends) - min(starts)).total_seconds())
 
     def created(self) -> str:
-        stamp = self.attrs.get("created")
+        stamp = self.record.created
         if not isinstance(stamp, int | float) or not math.isfinite(stamp):
             return "unknown"
         return datetime.fromtimestamp(stamp, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -79,40 +77,24 @@ _UNFINISHED = (TrialState.RUNNING, TrialState.WAITING)
 def load_study_data(name: str, storage: str | None, results_dir: Path) -> StudyData:
     """Open the study and re-parse the space it recorded; a foreign study is a one-line error."""
     study = open_study(name, storage, results_dir)
-    attrs = dict(study.user_attrs)
-    missing = [k for k in ("objective", "tiers", "space_yaml") if k not in attrs]
+    missing = missing_keys(study.user_attrs)
     if missing:
         raise StudyError(
             f"study {name!r} lacks {', '.join(missing)} in its user attrs: it was not created by "
             "'tune run', so there is nothing to export"
         )
     url = storage or f"sqlite:///{results_dir / name / 'study.db'}"
+    record = StudyRecord.of(study.user_attrs)
     return StudyData(
         name=name,
         storage=url,
         study=study,
-        space=space_from_text(name, str(attrs["space_yaml"])),
-        objective=get_objective(str(attrs["objective"])),
-        tiers=[int(t) for t in attrs["tiers"]],
-        attrs=attrs,
+        space=space_from_text(name, str(record.space_yaml)),
+        objective=get_objective(str(record.objective)),
+        tiers=record.tiers,
+        record=record,
         trials=study.get_trials(deepcopy=False),
     )
-
-
-def open_study(name: str, storage: str | None, results_dir: Path) -> optuna.Study:
-    """The study in ``storage`` (any backend tune runs on, journal files included), else in
-    ``results_dir/<name>/study.db``; a missing study is a one-line error."""
-    if storage is None:
-        return load_study(name, None, results_dir)
-    # A short outage allowance: an export is a read, better failed than stuck for half an hour.
-    backend = open_storage(storage, StorageSettings(outage_s=EXPORT_OUTAGE_S))
-    try:
-        return optuna.load_study(study_name=name, storage=backend)
-    except KeyError:
-        known = [s.study_name for s in optuna.get_all_study_summaries(backend)]
-        raise StudyError(
-            f"no study {name!r} in {redact(storage)}; studies there: {known}"
-        ) from None
 
 
 def space_from_text(name: str, text: str) -> Space:

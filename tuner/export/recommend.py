@@ -25,36 +25,15 @@ from typing import Any
 
 import optuna
 import pandas as pd
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
-from tuner.record.pooling import (
-    CONFIRM_ATTR,
-    Config,
-    configs,
-    feasible_at,
-    is_feasible,
-    measured,
-    noise_cv,
-    spread,
-    tier_metrics,
-)
+from tuner.record.pooling import Config, configs, noise_cv, spread
+from tuner.record.trial import TrialRecord
 
 SHOWN_METRICS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
 RANK_Z = 1.0
 VERDICT_Z = 2.0
-
-__all__ = [
-    "TierRecommendation",
-    "baseline_trial",
-    "feasible_at",
-    "format_recommendations",
-    "is_feasible",
-    "measured",
-    "recommend",
-    "tier_metrics",
-    "trials_table",
-]
 
 
 @dataclass
@@ -82,12 +61,6 @@ class TierRecommendation:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def baseline_trial(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
-    done = [t for t in trials if t.user_attrs.get("baseline") and t.state == TrialState.COMPLETE]
-    done = [t for t in done if t.user_attrs.get(CONFIRM_ATTR) is None]
-    return done[0] if done else None
 
 
 def recommend(
@@ -124,8 +97,7 @@ def _recommend_tier(
 
 
 def _pooled(c: Config, objective: Objective, tier: int) -> tuple[list[int], list[float]]:
-    pairs = [(t.number, measured(t, objective, tier)) for t in c.runs]
-    kept = [(n, v) for n, v in pairs if v is not None]
+    kept = c.measured(objective, tier)
     return [n for n, _ in kept], [v for _, v in kept]
 
 
@@ -171,19 +143,20 @@ def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
     """Every trial: state, params, failure reason and every per-tier metric (``c<N>_<key>``)."""
     rows = []
     for t in study.get_trials(deepcopy=False):
+        r = TrialRecord.of(t)
         row: dict[str, Any] = {
             "trial": t.number,
             "state": t.state.name,
-            "baseline": bool(t.user_attrs.get("baseline", False)),
-            "feasible": is_feasible(t),
-            "failure": t.user_attrs.get("failure") or "",
-            "confirm_of": t.user_attrs.get(CONFIRM_ATTR),
-            "duplicate_of": t.user_attrs.get("duplicate_of"),
+            "baseline": r.baseline,
+            "feasible": r.complete and r.feasible,
+            "failure": r.failure or "",
+            "confirm_of": r.confirm_of,
+            "duplicate_of": r.duplicate_of,
             "duration_s": t.duration.total_seconds() if t.duration else None,
         }
         row.update({f"param_{k}": v for k, v in t.params.items()})
         for tier in tiers:
-            for key, value in tier_metrics(t, tier).items():
+            for key, value in r.tier(tier).items():
                 if isinstance(value, int | float):
                     row[f"c{tier}_{key}"] = value
         rows.append(row)

@@ -101,7 +101,7 @@ def _summary(export: Export) -> str:
     engine = data.space.engine
     wall = data.wall_time_s()
     rows = [
-        ("space", data.space.description or data.attrs.get("space_path", "")),
+        ("space", data.space.description or data.record.space_path),
         ("hardware", data.space.hardware or "-"),
         ("engine", f"{engine.name} {engine.version}, model {engine.model}"),
         ("image", image_of(data.space)),

@@ -8,10 +8,8 @@ import pandas as pd
 from optuna.trial import FrozenTrial
 
 from tuner.export.build import Export, TierExport
-from tuner.export.recommend import tier_metrics, trials_table
-from tuner.run.trial import CONSTRAINT_KEYS
-
-_ATTR_COLUMNS = ("failure_kind", "duplicate_of", "confirm_of", "requeued_from", "interrupted")
+from tuner.export.recommend import trials_table
+from tuner.record.trial import CONSTRAINT_KEYS, TrialRecord
 
 
 def trials_frame(export: Export) -> pd.DataFrame:
@@ -27,19 +25,19 @@ def trials_frame(export: Export) -> pd.DataFrame:
 
 
 def _extra(t: FrozenTrial, export: Export) -> dict[str, Any]:
-    attrs = t.user_attrs
-    row: dict[str, Any] = {k: attrs.get(k) for k in _ATTR_COLUMNS}
+    r = TrialRecord.of(t)
+    row: dict[str, Any] = r.lineage()
     row.update(
         {f"constraint_{k}": t.constraints.get(k) for k in CONSTRAINT_KEYS} if t.constraints else {}
     )
     for tier in export.data.tiers:
-        reasons = tier_metrics(t, tier).get("failure_reasons") or {}
+        reasons = r.tier(tier).get("failure_reasons") or {}
         if reasons:
             row[f"c{tier}_failure_reasons"] = "; ".join(
                 f"{n}x {r}" for r, n in sorted(reasons.items())
             )
     row["datetime_start"] = t.datetime_start.isoformat() if t.datetime_start else None
-    row["engine_command"] = export.redactor.scrub(str(attrs.get("engine_command") or ""))
+    row["engine_command"] = export.redactor.scrub(str(r.engine_command or ""))
     return row
 
 

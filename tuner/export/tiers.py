@@ -1,23 +1,22 @@
 """Per concurrency tier: every measured config, the Pareto front, the baseline and the pick.
 
-A point pools a trial's own measurement with its confirmation re-measurements (trials whose
-``confirm_of`` names it): figures are medians over those measurements and ``spread`` is the
-relative range of the objective across them (0 with one measurement). Trials that merely copy
-an earlier launch (``duplicate_of``) and the confirmations themselves are not separate points.
+A point is one config, pooled by ``tuner.record.pooling`` as the recommendations pool it: its
+figures are means over its launches, ``spread`` the relative range of the objective across
+them (0 with one launch), and the gain is the recommendation's own. Copies of an earlier launch
+and the confirmations themselves are not separate points.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
-from tuner.export.recommend import baseline_trial, feasible_at, recommend, tier_metrics
+from tuner.export.recommend import recommend
+from tuner.record.pooling import Config, configs, relative_range
 
 FRONT_X = "output_throughput"  # maximised
 FRONT_Y = "p99_tpot_ms"  # minimised
@@ -65,73 +64,38 @@ class Tier:
 def build_tiers(
     trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int]
 ) -> list[Tier]:
-    by_origin = _confirmations(trials)
-    originals = [t for t in trials if _is_original(t)]
-    recs = recommend(trials, objective, tiers)  # it pools confirmations itself
-    base = baseline_trial(originals)
+    groups = list(configs(trials).values())
+    recs = recommend(trials, objective, tiers)
     out = []
     for tier, rec in zip(tiers, recs, strict=True):
-        points = [p for t in originals if (p := _point(t, tier, objective, by_origin))]
+        points = [p for c in groups if (p := _point(c, tier, objective))]
         built = Tier(concurrency=tier, points=points, front=pareto_front(points))
         built.recommended = built.point(rec.trial) if rec.trial is not None else None
-        built.baseline = built.point(base.number) if base is not None else None
-        built.gain = _gain(built, objective)
+        base = rec.baseline_trial
+        built.baseline = built.point(base) if base is not None else None
+        built.gain = rec.gain if built.recommended and built.baseline else None
         out.append(built)
     return out
 
 
-def _is_original(t: FrozenTrial) -> bool:
-    attrs = t.user_attrs
-    return (
-        t.state == TrialState.COMPLETE
-        and attrs.get("duplicate_of") is None
-        and attrs.get("confirm_of") is None
-    )
-
-
-def _confirmations(trials: Sequence[FrozenTrial]) -> dict[int, list[FrozenTrial]]:
-    out: dict[int, list[FrozenTrial]] = {}
-    for t in trials:
-        origin = t.user_attrs.get("confirm_of")
-        if origin is not None and t.state == TrialState.COMPLETE:
-            out.setdefault(int(origin), []).append(t)
-    return out
-
-
-def _point(
-    t: FrozenTrial, tier: int, objective: Objective, by_origin: Mapping[int, list[FrozenTrial]]
-) -> Point | None:
-    runs = [tier_metrics(t, tier)] + [tier_metrics(c, tier) for c in by_origin.get(t.number, [])]
-    runs = [r for r in runs if _finite(r.get(objective.key))]
-    if not runs:
+def _point(c: Config, tier: int, objective: Objective) -> Point | None:
+    values = c.values(objective, tier)
+    if not values:
         return None
     return Point(
-        trial=t.number,
-        params=dict(t.params),
-        metrics=_pooled(runs),
-        feasible=feasible_at(t, tier),  # a config may hold its SLOs at c1 and miss them at c40
-        baseline=bool(t.user_attrs.get("baseline")),
-        confirmations=len(runs),
-        spread=_spread([float(r[objective.key]) for r in runs]),
-        failure=str(t.user_attrs.get("failure") or ""),
+        trial=c.root.number,
+        params=dict(c.root.params),
+        metrics=c.mean_metrics(tier, _metric_keys(c, tier)),
+        feasible=c.feasible_at(tier),  # a config may hold its SLOs at c1 and miss them at c40
+        baseline=c.is_baseline,
+        confirmations=len(values),
+        spread=relative_range(values),
+        failure=str(c.root.failure or ""),
     )
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _pooled(runs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    keys = {k for r in runs for k, v in r.items() if _finite(v)}
-    return {
-        k: float(statistics.median(float(r[k]) for r in runs if _finite(r.get(k))))
-        for k in sorted(keys)
-    }
-
-
-def _spread(values: Sequence[float]) -> float:
-    mid = statistics.median(values)
-    return (max(values) - min(values)) / abs(mid) if len(values) > 1 and mid else 0.0
+def _metric_keys(c: Config, tier: int) -> list[str]:
+    return sorted({k for t in c.runs for k in t.tier(tier)})
 
 
 def pareto_front(points: Sequence[Point]) -> list[int]:
@@ -145,10 +109,3 @@ def pareto_front(points: Sequence[Point]) -> list[int]:
 def _dominates(a: Point, b: Point) -> bool:
     ax, ay, bx, by = a.metrics[FRONT_X], a.metrics[FRONT_Y], b.metrics[FRONT_X], b.metrics[FRONT_Y]
     return ax >= bx and ay <= by and (ax > bx or ay < by)
-
-
-def _gain(tier: Tier, objective: Objective) -> float | None:
-    rec, base = tier.recommended, tier.baseline
-    if rec is None or base is None or objective.key not in base.metrics:
-        return None
-    return objective.gain(rec.metrics[objective.key], base.metrics[objective.key])

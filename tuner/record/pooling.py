@@ -1,11 +1,13 @@
 """Pooling repeated measurements of one config, and the run-to-run noise they reveal.
 
 A config is measured once by the trial that first launched it (its *root*) and again by
-confirmation trials, which carry the user attr ``confirm_of: <root trial number>``. Trials that
-reused another trial's measurement (``duplicate_of``) or were refused by a rule before any launch
-are not measurements. ``Config.values(tier)`` are the objective values of every launch of the
-config at that tier; ``noise_cv`` pools the relative spread of every config measured more than
-once into one coefficient of variation per tier, the yardstick of "better than the baseline".
+confirmation trials, whose record names the root (``confirm_of``). Trials that reused another
+trial's measurement (``duplicate_of``) or were refused by a rule before any launch are not
+measurements. This is the one pooling rule: recommendations, confirmations and every exporter
+group and average launches through it. ``Config.values(tier)`` are the objective values of
+every launch of the config at that tier, ``Config.mean_metrics`` their pooled figures;
+``noise_cv`` pools the relative spread of every config measured more than once into one
+coefficient of variation per tier, the yardstick of "better than the baseline".
 """
 
 from __future__ import annotations
@@ -14,85 +16,47 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
+from tuner.record.trial import TrialRecord
 
-CONFIRM_ATTR = "confirm_of"
 DEFAULT_CONFIRM = 2  # leading configs per tier launched again after exploration (--confirm)
 MIN_NOISE_CV = 0.005  # a handful of repeats can show almost no spread by chance: never trust < 0.5%
-
-
-def tier_metrics(trial: FrozenTrial, tier: int) -> dict[str, Any]:
-    tiers = trial.user_attrs.get("tiers") or {}
-    return dict(tiers.get(str(tier)) or {})
-
-
-def is_feasible(trial: FrozenTrial) -> bool:
-    return trial.state == TrialState.COMPLETE and bool(trial.user_attrs.get("feasible"))
-
-
-def feasible_at(trial: FrozenTrial, tier: int) -> bool:
-    """Whether the trial served every request of ``tier`` and met that tier's SLOs."""
-    if trial.state != TrialState.COMPLETE:
-        return False
-    tier_ok = trial.user_attrs.get("tier_ok")
-    if tier_ok:
-        return bool(tier_ok.get(str(tier)))
-    return bool(trial.user_attrs.get("feasible"))
-
-
-def measured(trial: FrozenTrial, objective: Objective, tier: int) -> float | None:
-    value = tier_metrics(trial, tier).get(objective.key)
-    if not isinstance(value, int | float) or not math.isfinite(float(value)):
-        return None
-    return float(value)
-
-
-def root_of(trial: FrozenTrial) -> int:
-    """The trial number of the first measurement of ``trial``'s config."""
-    root = trial.user_attrs.get(CONFIRM_ATTR)
-    return int(root) if root is not None else trial.number
-
-
-def is_measurement(trial: FrozenTrial) -> bool:
-    """A finished launch of its own (not a copied duplicate, not a rule refusal)."""
-    return (
-        trial.state == TrialState.COMPLETE
-        and trial.user_attrs.get("duplicate_of") is None
-        and trial.user_attrs.get("failure_kind") != "rules"
-    )
 
 
 @dataclass
 class Config:
     """Every launch of one config: the root trial first, then its confirmations."""
 
-    runs: list[FrozenTrial] = field(default_factory=list)
+    runs: list[TrialRecord] = field(default_factory=list)
 
     @property
-    def root(self) -> FrozenTrial:
+    def root(self) -> TrialRecord:
         return self.runs[0]
 
     def feasible_at(self, tier: int) -> bool:
         """Feasible at ``tier`` only if every launch was: one that failed once is not trusted."""
-        return all(feasible_at(t, tier) for t in self.runs)
+        return all(t.feasible_at(tier) for t in self.runs)
 
     @property
     def is_baseline(self) -> bool:
-        return bool(self.root.user_attrs.get("baseline"))
+        return self.root.baseline
 
     def values(self, objective: Objective, tier: int) -> list[float]:
-        out = [measured(t, objective, tier) for t in self.runs]
-        return [v for v in out if v is not None]
+        return [v for _, v in self.measured(objective, tier)]
+
+    def measured(self, objective: Objective, tier: int) -> list[tuple[int, float]]:
+        """(trial number, objective value) of every launch that reported the tier."""
+        pairs = [(t.number, t.value(objective.key, tier)) for t in self.runs]
+        return [(n, v) for n, v in pairs if v is not None]
 
     def mean_metrics(self, tier: int, keys: Sequence[str]) -> dict[str, float]:
         """Each numeric metric averaged over the launches that reported it."""
         out: dict[str, float] = {}
         for key in keys:
-            vals = [tier_metrics(t, tier).get(key) for t in self.runs]
+            vals = [t.tier(tier).get(key) for t in self.runs]
             nums = [float(v) for v in vals if isinstance(v, int | float) and math.isfinite(v)]
             if nums:
                 out[key] = statistics.fmean(nums)
@@ -102,9 +66,9 @@ class Config:
 def configs(trials: Sequence[FrozenTrial]) -> dict[int, Config]:
     """Measurements grouped by config, keyed by root trial number, in trial order."""
     groups: dict[int, Config] = {}
-    for t in sorted(trials, key=lambda t: t.number):
-        if is_measurement(t):
-            groups.setdefault(root_of(t), Config()).runs.append(t)
+    for t in sorted(map(TrialRecord.of, trials), key=lambda t: t.number):
+        if t.is_measurement:
+            groups.setdefault(t.root, Config()).runs.append(t)
     return groups
 
 
@@ -128,3 +92,9 @@ def noise_cv(groups: Sequence[Config], objective: Objective, tier: int) -> float
 def spread(values: Sequence[float]) -> float | None:
     """Sample standard deviation of a config's values (None with a single measurement)."""
     return statistics.stdev(values) if len(values) >= 2 else None
+
+
+def relative_range(values: Sequence[float]) -> float:
+    """(max - min) / |median| of a config's values: 0 with a single measurement."""
+    mid = statistics.median(values) if values else 0.0
+    return (max(values) - min(values)) / abs(mid) if len(values) > 1 and mid else 0.0

@@ -22,7 +22,8 @@ from optuna.trial import FrozenTrial, TrialState
 from objectives.objective import Objective
 from tuner.errors import InfraError
 from tuner.export.recommend import rank_score
-from tuner.record.pooling import CONFIRM_ATTR, DEFAULT_CONFIRM, Config, configs
+from tuner.record.pooling import DEFAULT_CONFIRM, Config, configs
+from tuner.record.trial import TrialRecord, confirm_attrs
 from tuner.run.objective import MAX_CONSECUTIVE_INFRA_FAILURES, TrialLoop
 
 MAX_ROUNDS = 3
@@ -41,7 +42,7 @@ def leaders(groups: Sequence[Config], objective: Objective, tier: int, k: int) -
 
 def pending(
     trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int], k: int
-) -> list[FrozenTrial]:
+) -> list[TrialRecord]:
     """First trials of the configs that still need a confirmation launch, in trial order."""
     if k <= 0:
         return []
@@ -51,7 +52,7 @@ def pending(
         {c.root.number: c for c in groups if c.is_baseline and any(map(c.feasible_at, tiers))}
     )
     queued = {
-        t.user_attrs.get(CONFIRM_ATTR)
+        TrialRecord.of(t).confirm_of
         for t in trials
         if t.state in (TrialState.WAITING, TrialState.RUNNING)
     }
@@ -59,9 +60,9 @@ def pending(
     return sorted(todo, key=lambda t: t.number)
 
 
-def enqueue(study: optuna.Study, roots: Sequence[FrozenTrial]) -> None:
+def enqueue(study: optuna.Study, roots: Sequence[TrialRecord]) -> None:
     for root in roots:
-        study.enqueue_trial(dict(root.params), user_attrs={CONFIRM_ATTR: root.number})
+        study.enqueue_trial(dict(root.params), user_attrs=confirm_attrs(root.number))
 
 
 def waiting(study: optuna.Study) -> int:

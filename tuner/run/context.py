@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from objectives.objective import Objective, get_objective
 from tuner.errors import SpaceError, StudyError
 from tuner.export.recommend import TierRecommendation
 from tuner.record.pooling import DEFAULT_CONFIRM
+from tuner.record.study import StudyRecord
 from tuner.run.preflight import check_engine
 from tuner.run.slots import SlotRequest
 from tuner.run.trial import TrialRunner
@@ -144,28 +144,25 @@ def open_study(
 
 def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -> None:
     digest = _space_digest(ctx.space)
-    attrs = study.user_attrs
-    if not attrs:
-        meta = {
-            "objective": ctx.objective.name,
-            "tiers": tiers,
-            "space_digest": digest,
-            "space_path": str(ctx.space_path),
-            "space_yaml": ctx.space_text,
-            "target_kind": ctx.space.target.kind,
-            "hardware": ctx.space.hardware,
-            "engine": ctx.space.engine.model_dump(),
-            "created": time.time(),
-        }
-        for key, value in meta.items():
-            study.set_user_attr(key, value)
+    record = StudyRecord.read(study)
+    if record is None:
+        StudyRecord.new(
+            objective=ctx.objective.name,
+            tiers=tiers,
+            space_digest=digest,
+            space_path=str(ctx.space_path),
+            space_yaml=ctx.space_text,
+            target_kind=ctx.space.target.kind,
+            hardware=ctx.space.hardware,
+            engine=ctx.space.engine.model_dump(),
+        ).write(study)
         return
-    if attrs.get("objective") != ctx.objective.name:
+    if record.objective != ctx.objective.name:
         raise StudyError(
-            f"study {ctx.name!r} optimises {attrs.get('objective')!r}, not "
+            f"study {ctx.name!r} optimises {record.objective!r}, not "
             f"{ctx.objective.name!r}; use --study NEW_NAME for a new study"
         )
-    if attrs.get("space_digest") != digest:
+    if record.space_digest != digest:
         raise StudyError(
             f"study {ctx.name!r} was created from a different space (parameters, rules, target "
             "or workload changed); use --study NEW_NAME for a new study"

@@ -16,6 +16,8 @@ from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.errors import InfraError
+from tuner.record.study import read_budget
+from tuner.record.trial import mark_failed, mark_interrupted
 from tuner.run.context import StudyContext
 from tuner.run.objective import (
     MAX_CONSECUTIVE_FREE_TRIALS,
@@ -29,7 +31,6 @@ from tuner.space.sample import suggest
 from tuner.storage.lock import StudyLock
 from tuner.storage.resilient import ResilientStorage
 
-BUDGET_ATTR = "budget"
 WORKER_ATTR = "tune:worker"  # a system attr: who ran a trial (host:pid and slot)
 
 
@@ -113,7 +114,8 @@ def _signals_deferred() -> Iterator[None]:
 def study_tally(study: optuna.Study, default_budget: int) -> Tally:
     """The shared budget (a study attr), the trials that count toward it (launches, not rule
     breakers or repeats of a measured launch) and the RUNNING ones, read now."""
-    budget = int(study.user_attrs.get(BUDGET_ATTR, default_budget))
+    stored = read_budget(study.user_attrs)
+    budget = stored if stored is not None else default_budget
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
     complete = sum(counts_toward_budget(t) for t in trials)
     running = sum(t.state == TrialState.RUNNING for t in trials)
@@ -220,7 +222,7 @@ class WorkerLoop:
             return
         except Exception as err:  # a bug, not a measurement: FAIL the trial, then stop
             with suppress(UpdateFinishedTrialError):
-                trial.set_user_attr("failure", f"error in tune: {type(err).__name__}: {err}")
+                mark_failed(trial, f"error in tune: {type(err).__name__}: {err}")
             self._tell(trial, TrialState.FAIL, None)
             raise
         finally:
@@ -253,8 +255,7 @@ class WorkerLoop:
     def _give_back(self, trial: optuna.Trial, why: str) -> None:
         # Under the study lock: the FAIL and the re-queue are one step for every other worker.
         with suppress(UpdateFinishedTrialError):  # already failed by a heartbeat check
-            trial.set_user_attr("interrupted", True)
-            trial.set_user_attr("failure", why)
+            mark_interrupted(trial, why)
         frozen = self._tell(trial, TrialState.FAIL, None)
         if frozen is not None:
             requeue(self.study, frozen)

@@ -18,6 +18,7 @@ import optuna
 from tuner.errors import InfraError
 from tuner.export import export_study
 from tuner.export.recommend import format_recommendations
+from tuner.record.trial import TrialRecord, baseline_attrs
 from tuner.run.confirm import run_confirmations
 from tuner.run.context import RunOptions, StudyContext, StudySummary, open_study, prepare
 from tuner.run.objective import Report, TrialLoop, finished_count, requeue, write_tables
@@ -91,9 +92,10 @@ def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
     """Baseline first on a new study; configs of interrupted trials again on a resumed one."""
     trials = study.get_trials(deepcopy=False)
     if not trials:
-        study.enqueue_trial(ctx.space.defaults(), user_attrs={"baseline": True})
+        study.enqueue_trial(ctx.space.defaults(), user_attrs=baseline_attrs())
         return
-    requeued = {t.user_attrs.get("requeued_from") for t in trials}
-    for t in trials:
-        if t.user_attrs.get("interrupted") and t.number not in requeued:
+    records = [TrialRecord.of(t) for t in trials]
+    requeued = {r.requeued_from for r in records}
+    for t, r in zip(trials, records, strict=True):
+        if r.interrupted and t.number not in requeued:
             requeue(study, t)

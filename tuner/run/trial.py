@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,40 +19,10 @@ from objectives.objective import Objective
 from objectives.runner import run_benchmark
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, InfraError, LaunchError
+from tuner.record.trial import TrialOutcome, infeasible
 from tuner.space.load import settings_of
 from tuner.space.schema import Space
 from tuner.storage.results import write_json, write_trial_config
-
-CONSTRAINT_KEYS = ("rules", "engine", "failed_requests", "slo")
-
-
-@dataclass
-class TrialOutcome:
-    """What a trial measured, ready for the study's storage."""
-
-    values: list[float]
-    tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    constraints: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys(CONSTRAINT_KEYS, 0.0)
-    )
-    failure: str | None = None
-    failure_kind: str | None = None
-    # Per tier: served every request and met that tier's SLOs. A config that misses an SLO at
-    # c40 can still be the best answer at c1, so recommendations read this, not `feasible`.
-    tier_ok: dict[str, bool] = field(default_factory=dict)
-
-    @property
-    def feasible(self) -> bool:
-        return all(v <= 0 for v in self.constraints.values())
-
-
-def infeasible(
-    objective: Objective, n_tiers: int, key: str, reason: str, kind: str
-) -> TrialOutcome:
-    """An outcome for a config that cannot work: worst values, one constraint violated."""
-    out = TrialOutcome(values=[objective.worst] * n_tiers, failure=reason, failure_kind=kind)
-    out.constraints[key] = 1.0
-    return out
 
 
 class TrialRunner:
@@ -187,4 +156,4 @@ def _merge_failures(results: Sequence[TierResult]) -> str:
     return ", ".join(f"{n}x {reason}" for reason, n in ranked) or "no reason given"
 
 
-__all__ = ["CONSTRAINT_KEYS", "FailureKind", "TrialOutcome", "TrialRunner", "infeasible"]
+__all__ = ["FailureKind", "TrialRunner"]

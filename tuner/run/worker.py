@@ -17,7 +17,7 @@ A trial's fate decides what happens next:
 - its worker killed or its node lost: no heartbeat for ``grace_s``, so another worker fails it
   and queues its config again; if the lost worker comes back its late result is refused.
 
-A config is queued again only when it is known whole (``tuner.run.objective.lost_params``): a trial
+A config is queued again only when it is known whole (``tuner.record.trial.lost_params``): a trial
 lost while its own proposal was still being written launched nothing, and a fresh sample takes
 its place in the budget.
 """
@@ -29,14 +29,14 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial
 
 from tuner.errors import StudyError
+from tuner.record.study import StudyRecord, read_budget, write_budget
 from tuner.run.context import RunOptions, StudyContext, open_study, prepare
-from tuner.run.loop import BUDGET_ATTR, Joined, WorkerLoop
+from tuner.run.loop import Joined, WorkerLoop
 from tuner.run.objective import Report, TrialLoop, requeue, write_tables
 from tuner.run.slots import Slot, SlotRequest, plan_slots
 from tuner.run.study import seed_queue, sigterm_as_interrupt
@@ -91,10 +91,10 @@ def join_study(opts: WorkerOptions, report: Report) -> Joined:
 def _context(opts: WorkerOptions, storage: ResilientStorage) -> StudyContext:
     space, objective, launcher = opts.space, opts.objective, opts.launcher
     if space is None:
-        attrs = _existing_attrs(opts.study, storage)
-        space = _space_file(opts, attrs)
-        objective = objective or attrs.get("objective")
-        launcher = launcher or attrs.get("target_kind")
+        record = _existing_record(opts.study, storage)
+        space = _space_file(opts, record)
+        objective = objective or record.objective
+        launcher = launcher or record.target_kind
     run = RunOptions(
         space_path=space,
         objective=objective,
@@ -107,7 +107,7 @@ def _context(opts: WorkerOptions, storage: ResilientStorage) -> StudyContext:
     return prepare(run)
 
 
-def _existing_attrs(name: str, storage: ResilientStorage) -> dict[str, Any]:
+def _existing_record(name: str, storage: ResilientStorage) -> StudyRecord:
     try:
         study_id = storage.get_study_id_from_name(name)
     except KeyError:
@@ -115,17 +115,17 @@ def _existing_attrs(name: str, storage: ResilientStorage) -> dict[str, Any]:
             f"no study {name!r} in the storage yet; start one worker with --space FILE to "
             "create it (the others may then join without it)"
         ) from None
-    attrs = storage.get_study_user_attrs(study_id)
-    if "space_yaml" not in attrs:
+    record = StudyRecord.of(storage.get_study_user_attrs(study_id))
+    if record.space_yaml is None:
         raise StudyError(f"study {name!r} was not created by tune (it records no space)")
-    return attrs
+    return record
 
 
-def _space_file(opts: WorkerOptions, attrs: dict[str, Any]) -> Path:
+def _space_file(opts: WorkerOptions, record: StudyRecord) -> Path:
     """The space the study recorded: its original file if this node has it unchanged (so
     relative dataset paths resolve as they did), else a copy in the results folder."""
-    recorded = Path(str(attrs.get("space_path", "")))
-    text = str(attrs["space_yaml"])
+    recorded = Path(record.space_path)
+    text = str(record.space_yaml)
     if recorded.is_file() and recorded.read_text() == text:
         return recorded
     copy = opts.results_dir / opts.study / "space.yaml"
@@ -135,16 +135,16 @@ def _space_file(opts: WorkerOptions, attrs: dict[str, Any]) -> Path:
 
 def _settle_budget(study: optuna.Study, asked: int | None, default: int) -> int:
     """An explicit ``--trials`` sets the shared budget; otherwise the study's stands."""
-    stored = study.user_attrs.get(BUDGET_ATTR)
+    stored = read_budget(study.user_attrs)
     if asked is not None or stored is None:
-        study.set_user_attr(BUDGET_ATTR, asked if asked is not None else default)
+        write_budget(study, asked if asked is not None else default)
         return asked if asked is not None else default
-    return int(stored)
+    return stored
 
 
 def requeue_lost(study: optuna.Study, trial: FrozenTrial) -> None:
     """Heartbeat-stale callback: the config of a dead worker's trial is queued again."""
-    requeue(study, trial, requeue_reason="worker lost (no heartbeat)")
+    requeue(study, trial, reason="worker lost (no heartbeat)")
 
 
 def identity(slot: Slot | None) -> str:

@@ -54,7 +54,7 @@ from optuna.search_space import IntersectionSearchSpace
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.record.pooling import feasible_at
+from tuner.record.trial import TrialRecord
 from tuner.samplers.failure_model import FailureModel, Ingredients
 from tuner.samplers.surrogate import (
     BayesLinear,
@@ -273,8 +273,9 @@ def _ok_at(t: FrozenTrial, n: int, tiers: Sequence[int] | None) -> list[bool]:
     at that tier (its own SLOs met, every request served) when the trial says so per tier,
     else feasible as a whole."""
     finite = [_finite(v) for v in (t.values or [None] * n)]
-    if tiers is not None and t.user_attrs.get("tier_ok") and len(tiers) == n:
-        return [f and feasible_at(t, c) for f, c in zip(finite, tiers, strict=True)]
+    r = TrialRecord.of(t)
+    if tiers is not None and r.tier_ok and len(tiers) == n:
+        return [f and r.feasible_at(c) for f, c in zip(finite, tiers, strict=True)]
     whole = _feasible(t) and all(finite)
     return [whole] * n
 

@@ -23,8 +23,9 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from tests.tuner.conftest import write_yaml
+from tuner.record.trial import lost_params, write_launch
 from tuner.run.loop import WORKER_ATTR
-from tuner.run.objective import FINGERPRINT_ATTR, counts_toward_budget, lost_params
+from tuner.run.objective import counts_toward_budget
 from tuner.run.slots import SlotRequest
 from tuner.run.study import RunOptions, run_study
 
@@ -216,14 +217,14 @@ def test_a_config_lost_while_its_params_were_written_is_queued_whole() -> None:
     )
     assert lost_params(half) == fixed
 
-    def proposed(**user_attrs: Any) -> FrozenTrial:
-        return optuna.trial.create_trial(
-            state=TrialState.FAIL,
-            params={"budget": 8192},
-            distributions={"budget": dist},
-            user_attrs=user_attrs,
-        )
+    def proposed(command: str | None) -> FrozenTrial:
+        study = optuna.create_study()
+        trial = study.ask()
+        trial.suggest_categorical("budget", [8192, 16384])
+        if command is not None:
+            write_launch(trial, command, command)
+        return study.tell(trial, state=TrialState.FAIL)
 
-    built = proposed(**{FINGERPRINT_ATTR: "--max-num-batched-tokens 8192"})
-    assert lost_params(built) == {"budget": 8192}
-    assert lost_params(proposed()) == {}
+    built = proposed("--max-num-batched-tokens 8192")
+    assert lost_params(built) == {"budget": built.params["budget"]}
+    assert lost_params(proposed(None)) == {}

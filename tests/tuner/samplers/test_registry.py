@@ -12,8 +12,8 @@ from optuna.trial import TrialState
 
 from tests.tuner.conftest import write_yaml
 from tuner.errors import StudyError
+from tuner.record.trial import CONSTRAINT_KEYS
 from tuner.run.study import RunOptions, run_study
-from tuner.run.trial import CONSTRAINT_KEYS
 from tuner.samplers.additive import AdditiveSampler, Observed
 from tuner.samplers.grid import GridWalkSampler
 from tuner.samplers.registry import DEFAULT_SAMPLER, SAMPLERS, grid_values, make_sampler

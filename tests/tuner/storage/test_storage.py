@@ -16,7 +16,7 @@ from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from tuner.errors import StorageUnavailable, StudyError
-from tuner.run.objective import FINGERPRINT_ATTR
+from tuner.record.trial import write_launch
 from tuner.run.worker import requeue_lost
 from tuner.storage.lock import StudyLock, lock_file
 from tuner.storage.resilient import Retrier, is_transient
@@ -108,7 +108,7 @@ def launched(study: optuna.Study) -> optuna.Trial:
     """A trial whose config is whole: its params are written and its engine command built."""
     trial = study.ask()
     trial.suggest_int("x", 0, 9)
-    trial.set_user_attr(FINGERPRINT_ATTR, f"--x {trial.params['x']}")
+    write_launch(trial, f"--x {trial.params['x']}", f"--x {trial.params['x']}")
     return trial
 
 

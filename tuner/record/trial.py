@@ -1,0 +1,263 @@
+"""The trial record: every key a trial stores in the study, written and read back here only.
+
+Optuna keeps a trial's own data as user attrs with string keys. This module is the one place
+that knows those keys: ``TrialRecord.of`` reads a stored trial into typed fields, and the
+``write_*`` / ``mark_*`` functions and ``enqueue_*`` attrs write them. Everything else in the
+project, the run loop, the samplers and every exporter, sees fields, never key strings.
+
+A trial's outcome (``TrialOutcome``) is what a launch measured; the record adds what the
+study knows about the trial: whether it is the baseline, which launch it repeats, confirms or
+was queued again from, and why it failed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from objectives.objective import Objective
+
+CONSTRAINT_KEYS = ("rules", "engine", "failed_requests", "slo")
+RULES = "rules"  # failure_kind of a config refused by a rule before any launch
+
+_TIERS, _FEASIBLE, _TIER_OK = "tiers", "feasible", "tier_ok"
+_FAILURE, _FAILURE_KIND, _INTERRUPTED = "failure", "failure_kind", "interrupted"
+_BASELINE, _CONFIRM_OF, _DUPLICATE_OF = "baseline", "confirm_of", "duplicate_of"
+_REQUEUED_FROM, _REQUEUE_REASON = "requeued_from", "requeue_reason"
+# The launch a config renders to, set once its params are all written and before any launch:
+# it identifies twins, and tells a lost trial's config from a fragment of a proposal.
+_FINGERPRINT, _COMMAND = "fingerprint", "engine_command"
+
+
+@dataclass
+class TrialOutcome:
+    """What a trial measured, ready for the study's storage."""
+
+    values: list[float]
+    tiers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    constraints: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(CONSTRAINT_KEYS, 0.0)
+    )
+    failure: str | None = None
+    failure_kind: str | None = None
+    # Per tier: served every request and met that tier's SLOs. A config that misses an SLO at
+    # c40 can still be the best answer at c1, so recommendations read this, not `feasible`.
+    tier_ok: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return all(v <= 0 for v in self.constraints.values())
+
+
+def infeasible(
+    objective: Objective, n_tiers: int, key: str, reason: str, kind: str
+) -> TrialOutcome:
+    """An outcome for a config that cannot work: worst values, one constraint violated."""
+    out = TrialOutcome(values=[objective.worst] * n_tiers, failure=reason, failure_kind=kind)
+    out.constraints[key] = 1.0
+    return out
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One stored trial, read back: its state, its config, its measurements, its history."""
+
+    number: int
+    state: TrialState
+    params: dict[str, Any]
+    tiers: dict[str, dict[str, Any]]
+    feasible: bool
+    tier_ok: dict[str, bool]
+    failure: str | None
+    failure_kind: str | None
+    baseline: bool
+    confirm_of: int | None
+    duplicate_of: int | None
+    requeued_from: int | None
+    interrupted: bool
+    fingerprint: str | None
+    engine_command: str | None
+
+    @classmethod
+    def of(cls, trial: FrozenTrial) -> TrialRecord:
+        a = trial.user_attrs
+        return cls(
+            number=trial.number,
+            state=trial.state,
+            params=trial.params,  # read-only views: a record is read on every sampler step
+            tiers=a.get(_TIERS) or {},
+            feasible=bool(a.get(_FEASIBLE)),
+            tier_ok=a.get(_TIER_OK) or {},
+            failure=a.get(_FAILURE),
+            failure_kind=a.get(_FAILURE_KIND),
+            baseline=bool(a.get(_BASELINE)),
+            confirm_of=_int_or_none(a.get(_CONFIRM_OF)),
+            duplicate_of=_int_or_none(a.get(_DUPLICATE_OF)),
+            requeued_from=_int_or_none(a.get(_REQUEUED_FROM)),
+            interrupted=bool(a.get(_INTERRUPTED)),
+            fingerprint=a.get(_FINGERPRINT),
+            engine_command=a.get(_COMMAND),
+        )
+
+    @property
+    def complete(self) -> bool:
+        return self.state == TrialState.COMPLETE
+
+    @property
+    def refused_by_rule(self) -> bool:
+        return self.failure_kind == RULES
+
+    @property
+    def is_measurement(self) -> bool:
+        """A finished launch of its own (not a copied duplicate, not a rule refusal)."""
+        return self.complete and self.duplicate_of is None and not self.refused_by_rule
+
+    @property
+    def root(self) -> int:
+        """The trial number of the first measurement of this trial's config."""
+        return self.confirm_of if self.confirm_of is not None else self.number
+
+    def tier(self, concurrency: int) -> dict[str, Any]:
+        """The metrics measured at ``concurrency`` (empty when that tier was not reached)."""
+        return dict(self.tiers.get(str(concurrency)) or {})
+
+    def value(self, key: str, concurrency: int) -> float | None:
+        """One finite metric at one tier, else None."""
+        value = self.tier(concurrency).get(key)
+        if not isinstance(value, int | float) or not math.isfinite(float(value)):
+            return None
+        return float(value)
+
+    def lineage(self) -> dict[str, Any]:
+        """The trials table's lineage columns: empty cells where a trial has no such role."""
+        return {
+            "failure_kind": self.failure_kind,
+            "duplicate_of": self.duplicate_of,
+            "confirm_of": self.confirm_of,
+            "requeued_from": self.requeued_from,
+            "interrupted": True if self.interrupted else None,
+        }
+
+    def feasible_at(self, concurrency: int) -> bool:
+        """Whether the trial served every request of the tier and met that tier's SLOs."""
+        if not self.complete:
+            return False
+        if self.tier_ok:
+            return bool(self.tier_ok.get(str(concurrency)))
+        return self.feasible
+
+
+def feasible_at(trial: FrozenTrial, concurrency: int) -> bool:
+    """``TrialRecord.feasible_at`` of a stored trial."""
+    return TrialRecord.of(trial).feasible_at(concurrency)
+
+
+def asks_fresh_launch(trial: optuna.Trial) -> bool:
+    """Whether a running trial is a confirmation: never answered from an identical launch."""
+    return trial.user_attrs.get(_CONFIRM_OF) is not None
+
+
+def write_launch(trial: optuna.Trial, fingerprint: str, command: str) -> None:
+    """The launch a sampled config renders to, stored before the engine starts."""
+    trial.set_user_attr(_FINGERPRINT, fingerprint)
+    trial.set_user_attr(_COMMAND, command)
+
+
+def write_partial_tiers(trial: optuna.Trial, tiers: Mapping[str, Any]) -> None:
+    """The tiers measured so far, so that they survive a Ctrl-C mid-trial."""
+    trial.set_user_attr(_TIERS, jsonable(tiers))
+
+
+def write_outcome(trial: optuna.Trial, outcome: TrialOutcome) -> None:
+    for key, value in outcome.constraints.items():
+        trial.set_constraint(key, value)
+    trial.set_user_attr(_TIERS, jsonable(outcome.tiers))
+    trial.set_user_attr(_FEASIBLE, outcome.feasible)
+    trial.set_user_attr(_TIER_OK, outcome.tier_ok)
+    trial.set_user_attr(_FAILURE, outcome.failure)
+    trial.set_user_attr(_FAILURE_KIND, outcome.failure_kind)
+
+
+def write_tier_ok(trial: optuna.Trial, tier_ok: Mapping[str, bool]) -> None:
+    """Per-tier feasibility alone, for a trial answered without a launch record."""
+    trial.set_user_attr(_TIER_OK, dict(tier_ok))
+
+
+def mark_duplicate(trial: optuna.Trial, twin: TrialRecord) -> None:
+    trial.set_user_attr(_DUPLICATE_OF, twin.number)
+
+
+def copied_outcome(twin: FrozenTrial) -> TrialOutcome:
+    """The outcome of an earlier launch, for a trial that renders to the same launch."""
+    rec = TrialRecord.of(twin)
+    out = TrialOutcome(values=list(twin.values), tiers=dict(rec.tiers))
+    out.constraints = {k: float(twin.constraints.get(k, 0.0)) for k in CONSTRAINT_KEYS}
+    out.tier_ok, out.failure, out.failure_kind = dict(rec.tier_ok), rec.failure, rec.failure_kind
+    return out
+
+
+def mark_failed(trial: optuna.Trial, why: str, *, infra: bool = False) -> None:
+    """Why a trial FAILs; an infrastructure fault also says so in ``failure_kind``."""
+    trial.set_user_attr(_FAILURE, why)
+    if infra:
+        trial.set_user_attr(_FAILURE_KIND, "infra")
+
+
+def mark_interrupted(trial: optuna.Trial, why: str) -> None:
+    trial.set_user_attr(_INTERRUPTED, True)
+    trial.set_user_attr(_FAILURE, why)
+
+
+def baseline_attrs() -> dict[str, Any]:
+    """The user attrs of the queued baseline trial (the engine's own defaults)."""
+    return {_BASELINE: True}
+
+
+def confirm_attrs(root: int) -> dict[str, Any]:
+    """The user attrs of a confirmation trial: a fresh launch of trial ``root``'s config."""
+    return {_CONFIRM_OF: root}
+
+
+def requeue_attrs(trial: FrozenTrial, reason: str | None = None) -> dict[str, Any]:
+    """The user attrs of a lost trial's config queued again: its roles carry over."""
+    rec = TrialRecord.of(trial)
+    attrs: dict[str, Any] = {_REQUEUED_FROM: trial.number}
+    if reason is not None:
+        attrs[_REQUEUE_REASON] = reason
+    if rec.baseline:
+        attrs[_BASELINE] = True
+    if rec.confirm_of is not None:
+        attrs[_CONFIRM_OF] = rec.confirm_of
+    return attrs
+
+
+def lost_params(trial: FrozenTrial) -> dict[str, Any]:
+    """The config of a lost trial to queue again, when it is known whole; else ``{}``.
+
+    A queued config's entry (``fixed_params``) holds all of it, even when the worker was killed
+    between two ``suggest`` calls. A sampled config is whole once its launch was written
+    (``write_launch``); before that the worker died mid-sampling, nothing was launched, and
+    the params written so far are a fragment of a proposal, not a config to measure."""
+    if (fixed := trial.system_attrs.get("fixed_params")) is not None:
+        return {**fixed, **trial.params}
+    return dict(trial.params) if _FINGERPRINT in trial.user_attrs else {}
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with numpy scalars and tuples turned into plain JSON types, recursively."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return value
+
+
+def _int_or_none(value: Any) -> int | None:
+    return int(value) if value is not None else None

@@ -1,0 +1,50 @@
+"""Opening a study that exists, from any storage tune writes, for reading it back.
+
+A missing study is a one-line error, never a new empty study; the results folder's
+``study.db`` is the default storage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+
+from tuner.errors import StudyError
+from tuner.storage.results import StudyPaths
+from tuner.storage.urls import StorageSettings, driver_url, open_storage, redact
+
+READ_OUTAGE_S = 60.0  # a read is better failed than stuck for half an hour of outage
+
+
+def load_study(name: str, storage: str | None, results_dir: Path) -> optuna.Study:
+    """Open an existing study; a missing one is a one-line error, never a new empty study."""
+    paths = StudyPaths.for_study(results_dir, name)
+    if storage is None:
+        if not paths.storage_file.exists():
+            raise StudyError(
+                f"no study {name!r} under {results_dir}/ (looked for {paths.storage_file}); "
+                "pass --storage URL for a study stored elsewhere"
+            )
+        storage = paths.default_storage_url
+    storage = driver_url(storage)
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        known = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise StudyError(f"no study {name!r} in {storage}; studies there: {known}") from None
+
+
+def open_study(name: str, storage: str | None, results_dir: Path) -> optuna.Study:
+    """The study in ``storage`` (any backend tune runs on, journal files included), else in
+    ``results_dir/<name>/study.db``; a missing study is a one-line error."""
+    if storage is None:
+        return load_study(name, None, results_dir)
+    backend = open_storage(storage, StorageSettings(outage_s=READ_OUTAGE_S))
+    try:
+        return optuna.load_study(study_name=name, storage=backend)
+    except KeyError:
+        known = [s.study_name for s in optuna.get_all_study_summaries(backend)]
+        raise StudyError(
+            f"no study {name!r} in {redact(storage)}; studies there: {known}"
+        ) from None
