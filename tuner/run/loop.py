@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import signal
+import logging
 import threading
 import time
 import warnings
@@ -20,13 +20,12 @@ from tuner.record.study import read_budget
 from tuner.record.trial import mark_failed, mark_interrupted
 from tuner.run.context import StudyContext
 from tuner.run.objective import (
-    MAX_CONSECUTIVE_FREE_TRIALS,
-    MAX_CONSECUTIVE_INFRA_FAILURES,
     Report,
     TrialLoop,
     counts_toward_budget,
     requeue,
 )
+from tuner.run.signals import signals_deferred
 from tuner.space.sample import suggest
 from tuner.storage.lock import StudyLock
 from tuner.storage.resilient import ResilientStorage
@@ -62,6 +61,9 @@ class Joined:
     budget: int
 
 
+_log = logging.getLogger(__name__)
+
+
 class Heartbeat:
     """Records a trial's heartbeat every ``interval_s`` on a daemon thread until stopped."""
 
@@ -83,8 +85,10 @@ class Heartbeat:
         while not self._stop.wait(self.interval_s):
             try:
                 self.storage.record_heartbeat(self.trial_id)
-            except Exception:  # a bad beat must not end the trial; the next one may land
-                continue
+            except Exception as err:  # a bad beat must not end the trial; the next one may land
+                # Said aloud: enough missed beats and another worker fails this trial, and the
+                # log is then the only trace of why.
+                _log.warning("trial %d: heartbeat not recorded: %s", self.trial_id, err)
 
 
 @contextmanager
@@ -95,20 +99,6 @@ def _quiet() -> Iterator[None]:
         warnings.filterwarnings("ignore", message="Heartbeat of storage")
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         yield
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM held back (main thread only) and delivered on leaving."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def study_tally(study: optuna.Study, default_budget: int) -> Tally:
@@ -140,14 +130,8 @@ class WorkerLoop:
             if deadline is not None and time.monotonic() >= deadline:
                 report("timeout: no new trials are started")
                 return self.tally()
-            if self.loop.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
-                report(f"stopping: {self.loop.infra_streak} infrastructure failures in a row")
-                return self.tally()
-            if self.loop.free_streak >= MAX_CONSECUTIVE_FREE_TRIALS:
-                report(
-                    f"stopping: the last {self.loop.free_streak} samples broke a rule or "
-                    "repeated a measured launch; the space has little left to explore"
-                )
+            if (why := self.loop.stop_reason()) is not None:
+                report(f"stopping: {why}")
                 return self.tally()
             tally, trial = self._claim_whole()
             if tally.done:
@@ -166,7 +150,7 @@ class WorkerLoop:
         RUNNING trial nobody holds, so the signals wait until the claim is done or undone."""
         claimed: optuna.Trial | None = None
         try:
-            with _signals_deferred():
+            with signals_deferred():
                 tally, claimed = self._claim()
         except KeyboardInterrupt:
             if claimed is not None:

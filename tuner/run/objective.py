@@ -25,6 +25,7 @@ from tuner.record.trial import (
     TrialOutcome,
     TrialRecord,
     asks_fresh_launch,
+    baseline_attrs,
     copied_outcome,
     infeasible,
     lost_params,
@@ -124,15 +125,21 @@ class TrialLoop:
         self.record(study, trial)
         if not self.confirming and finished_count(study) >= self.ctx.trials:
             study.stop()
+        if (why := self.stop_reason()) is not None:
+            self.report(f"stopping: {why}")
+            study.stop()
+
+    def stop_reason(self) -> str | None:
+        """Why no further trial should start (None: go on); ``tune run`` and every
+        ``tune worker`` stop on this one rule."""
         if self.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
-            self.report(f"stopping: {self.infra_streak} infrastructure failures in a row")
-            study.stop()
+            return f"{self.infra_streak} infrastructure failures in a row"
         if self.free_streak >= MAX_CONSECUTIVE_FREE_TRIALS:
-            self.report(
-                f"stopping: the last {self.free_streak} samples broke a rule or repeated a "
-                "measured launch; the space has little left to explore"
+            return (
+                f"the last {self.free_streak} samples broke a rule or repeated a measured "
+                "launch; the space has little left to explore"
             )
-            study.stop()
+        return None
 
     def record(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Progress line, table refresh and re-queue of infra failures (no stop decision)."""
@@ -208,3 +215,16 @@ def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendat
     )
     write_atomic(ctx.paths.recommendations_txt, format_recommendations(recs, ctx.objective) + "\n")
     return recs
+
+
+def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
+    """Baseline first on a new study; configs of interrupted trials again on a resumed one."""
+    trials = study.get_trials(deepcopy=False)
+    if not trials:
+        study.enqueue_trial(ctx.space.defaults(), user_attrs=baseline_attrs())
+        return
+    records = [TrialRecord.of(t) for t in trials]
+    requeued = {r.requeued_from for r in records}
+    for t, r in zip(trials, records, strict=True):
+        if r.interrupted and t.number not in requeued:
+            requeue(study, t)

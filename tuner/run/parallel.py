@@ -23,11 +23,11 @@ from pathlib import Path
 from tuner.errors import StudyError
 from tuner.export.recommend import format_recommendations
 from tuner.run.context import RunOptions, StudyContext, StudySummary
+from tuner.run.join import WorkerOptions, WorkerSummary, join_study
 from tuner.run.loop import Joined, study_tally
 from tuner.run.objective import Report, write_tables
+from tuner.run.signals import sigterm_as_interrupt
 from tuner.run.slots import Slot
-from tuner.run.study import sigterm_as_interrupt
-from tuner.run.worker import WorkerOptions, WorkerSummary, join_study
 from tuner.storage.urls import backend_of, redact, shared_by_processes
 
 

@@ -7,42 +7,19 @@ number of finished trials, then launches each tier's leading configs again (``co
 
 from __future__ import annotations
 
-import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import FrameType
-
-import optuna
 
 from tuner.errors import InfraError
 from tuner.export import export_study
 from tuner.export.recommend import format_recommendations
-from tuner.record.trial import TrialRecord, baseline_attrs
 from tuner.run.confirm import run_confirmations
 from tuner.run.context import RunOptions, StudyContext, StudySummary, open_study, prepare
-from tuner.run.objective import Report, TrialLoop, finished_count, requeue, write_tables
+from tuner.run.objective import Report, TrialLoop, finished_count, seed_queue, write_tables
+from tuner.run.parallel import run_study_in_slots
+from tuner.run.signals import sigterm_as_interrupt
 from tuner.run.slots import plan_slots
 
 __all__ = ["RunOptions", "StudySummary", "run_study"]
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops a run like Ctrl-C does: engines stopped, trials marked, results kept."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals to the caller
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
@@ -52,8 +29,6 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
         report(f"warning: {line}")
     slots = plan_slots(ctx.space, opts.parallel)
     if len(slots) > 1:  # one worker process per slot (see tuner.run.parallel)
-        from tuner.run.parallel import run_study_in_slots
-
         summary = run_study_in_slots(ctx, opts, slots, report)
         export_results(ctx, report)
         return summary
@@ -86,16 +61,3 @@ def export_results(ctx: StudyContext, report: Report) -> None:
     """recipe.yaml, commands.md, report.html and the tables, from the storage alone."""
     exported = export_study(ctx.name, ctx.storage_url, ctx.paths.root)
     report(f"exported recipe.yaml, commands.md, report.html and tables to {exported.out_dir}/")
-
-
-def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
-    """Baseline first on a new study; configs of interrupted trials again on a resumed one."""
-    trials = study.get_trials(deepcopy=False)
-    if not trials:
-        study.enqueue_trial(ctx.space.defaults(), user_attrs=baseline_attrs())
-        return
-    records = [TrialRecord.of(t) for t in trials]
-    requeued = {r.requeued_from for r in records}
-    for t, r in zip(trials, records, strict=True):
-        if r.interrupted and t.number not in requeued:
-            requeue(study, t)

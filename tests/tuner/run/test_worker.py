@@ -24,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tests.tuner.conftest import write_yaml
 from tuner.record.trial import lost_params, write_launch
-from tuner.run.loop import WORKER_ATTR
+from tuner.run.loop import WORKER_ATTR, Heartbeat
 from tuner.run.objective import counts_toward_budget
 from tuner.run.slots import SlotRequest
 from tuner.run.study import RunOptions, run_study
@@ -228,3 +228,17 @@ def test_a_config_lost_while_its_params_were_written_is_queued_whole() -> None:
     built = proposed("--max-num-batched-tokens 8192")
     assert lost_params(built) == {"budget": built.params["budget"]}
     assert lost_params(proposed(None)) == {}
+
+
+def test_a_failed_heartbeat_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """A lost beat may let another worker fail the trial: the log must say it happened."""
+
+    class Failing:
+        def record_heartbeat(self, trial_id: int) -> None:
+            raise ConnectionError("database gone")
+
+    beat = Heartbeat(Failing(), 7, 0.01)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="tuner.run.loop"), beat:
+        time.sleep(0.1)
+    said = [r.message for r in caplog.records]
+    assert any("trial 7: heartbeat not recorded: database gone" in m for m in said)

@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 
 from tuner.errors import StorageUnavailable, StudyError
 from tuner.record.trial import write_launch
-from tuner.run.worker import requeue_lost
+from tuner.run.join import requeue_lost
 from tuner.storage.lock import StudyLock, lock_file
 from tuner.storage.resilient import Retrier, is_transient
 from tuner.storage.urls import (
