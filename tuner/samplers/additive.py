@@ -2,15 +2,13 @@
 
 A study has one objective per concurrency tier; trial ``n`` looks for the best config of tier
 ``n mod tiers`` (every launch still measures, and teaches, every tier). For that tier it fits
-``tuner.samplers.surrogate.BayesLinear`` to the log of the trials' values at *all* tiers (each
-at the
-tiers it was feasible at), with effects shared by the tiers plus effects of the target tier
-alone: a kernel that is 10% faster is 10% faster at every tier, while the best token budget
-depends on the tier. Two failure models, on every finished trial, learn which configs are
-refused, crash or miss an SLO (at the target tier): a noisy-OR over knob values and pairs
-(``tuner.samplers.failure_model``) and a linear model of the 0/1 outcome; candidates both
-expect to fail are
-not proposed. Until two configs have worked, the launch is the one least likely to fail under
+``tuner.samplers.surrogate.BayesLinear`` to the log of the trials' values at *all* tiers
+(each at the tiers it was feasible at), with effects shared by the tiers plus effects of the
+target tier alone: a kernel that is 10% faster is 10% faster at every tier, while the best
+token budget depends on the tier. Two failure models, on every finished trial, learn which
+configs are refused, crash or miss an SLO (at the target tier): a noisy-OR over knob values
+and pairs (``tuner.samplers.failure_model``) and a linear model of the 0/1 outcome; candidates
+both expect to fail are not proposed. Until two configs have worked, the launch is the one least likely to fail under
 a posterior draw of the noisy-OR model.
 
 Proposals alternate at random between two moves:
@@ -31,12 +29,12 @@ configs: a choice never measured has only the prior, which ranks it below any va
 good, so the kernel that is best everywhere could otherwise wait a dozen launches for its turn.
 
 A trial that missed one tier's SLO (TTFT at c20, say) still teaches the tiers it was feasible
-at, when it records feasibility per tier (the ``tier_ok`` user attr ``tune run`` sets): it is a
+at, when it records feasibility per tier (its record's ``tier_ok``, which ``tune run`` sets): it is a
 row of those tiers' objective data and a failure only for the tiers it failed.
 
 Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
-plus the one-knob neighbours of every measured config; configs already measured or running are not
-proposed again (from the first proposal on: before any trial has finished, the running trials'
+plus the one-knob neighbours of every measured config; configs already measured or running are
+not proposed again (from the first proposal on: before any trial has finished, the running trials'
 knobs are the search space), and configs the space's rules forbid not at all.
 """
 
@@ -74,7 +72,7 @@ OPTIMISM = 1.0  # posterior sd subtracted from the predicted value in those prop
 STALE_AFTER = 10  # trials without a new best at the tier after which every proposal for it ...
 STALE_LIMIT = 0.5  # ... is the optimistic guess, with this risk limit instead of RISK_LIMIT
 TOP_K = 3  # the trust region surrounds the best few configs of the tier
-RADIUS = 1  # ... this many changed knobs, at first; measured against 2 in the optimizer docs
+RADIUS = 1  # ... this many changed knobs, at first; measured against 2 in bench/README.md
 
 
 class AdditiveSampler(optuna.samplers.BaseSampler):

@@ -4,23 +4,7 @@ Every sampler here sees one objective per concurrency tier and the constraint va
 sets on every trial (rules, engine, failed_requests, slo; feasible when all are <= 0), so it
 searches for each tier's best feasible config rather than one blended score. The default was
 chosen by measurement: ``python bench/sample_efficiency.py --methods ...`` compares them on the
-simulated engine. Median launches to come within 3% of each tier's best (c1/c4/c8/c20/c40,
-budget 100, discretised minimax_h200 space, 1728 distinct launches; a launch counts at a tier
-where it served every request and met that tier's SLOs, as the recommendations read it: 1512
-launches at c1/c4/c8/c40, 307 at c20; each config's true value the mean of 4 engine seeds):
-additive 12/13/19/15/15.5 over 20 seeds, against random's 23/>100/59/72.5/68. Against the
-earlier truth (a launch counted nowhere once it missed an SLO at one tier, 307 everywhere):
-additive 12.5/13/19/15/15.5, random 36/>100/59/72.5/68. Per-tier feasibility inside the
-sampler (its failure models, its fit or both) was slower: the c20 TTFT misses, 69% of the
-launches, steer every tier away from slow kernels. Mean launches over seeds 0-39 at budget
-40 (not reached counted as 50): 9.5/15.3/19.7/18.6/18.5, every tier 21.6; on the earlier truth
-12.4 at c1, the rest the same; there, without the escape for a stalled tier and with half the
-proposals optimistic, 12.4/15.8/21.3/18.2/18.2, every tier 22.5; with Thompson draws two knobs
-from the best, 13.3/19.6/23.0/20.7/20.3. Earlier, against a one-seed truth (10 seeds):
-additive 14/38/25/24/18.5, tpe-tiers 22.5/32/36.5/25/28.5, tpe (multi-objective)
-18.5/45/41/33.5/36.5, nsga2 44/84/>100/75.5/73, random 41.5/>100/>100/>100/>100, grid >100
-everywhere; a linear failure model alone (no noisy-OR) was slower to c1. On an earlier
-simulator revision gp-tiers (torch) was no better than tpe-tiers at ~10x the proposal cost.
+simulated engine; the figures behind the choice are in ``bench/README.md``.
 """
 
 from __future__ import annotations
