@@ -26,10 +26,10 @@ from typing import Any
 import httpx
 import numpy as np
 
-from launchers._base import Endpoint
 from objectives import prom
 from objectives.client import StreamingClient, make_http_client, prepare
 from objectives.datasets import build_requests, build_warmup
+from objectives.endpoint import Endpoint
 from objectives.metrics import SLO, TierResult
 from objectives.records import BenchRequest, RequestRecord
 from objectives.workload import WorkloadSpec

@@ -20,9 +20,9 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from launchers._base import Endpoint, VirtualEngine
 from objectives import prom
 from objectives.datasets import build_requests, build_warmup
+from objectives.endpoint import Endpoint, VirtualEngine
 from objectives.metrics import (
     SLO,
     TierResult,
