@@ -23,43 +23,15 @@ Raises:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from objectives.records import BenchRequest, RequestRecord
+# Both types belong to measuring; re-exported so launchers keep naming them as before.
+from objectives.endpoint import Endpoint, VirtualEngine  # noqa: F401
 from tuner.engine import EngineConfig
-
-
-class VirtualEngine(Protocol):
-    """An engine that runs a workload in virtual time instead of over HTTP (the simulator)."""
-
-    def run(
-        self,
-        requests: Sequence[BenchRequest],
-        concurrency: int,
-        request_rate: float | None = None,
-        burstiness: float = 1.0,
-    ) -> list[RequestRecord]:
-        """Serve ``requests`` with ``concurrency`` in flight; records carry virtual seconds."""
-        ...
-
-    def server_counters(self) -> dict[str, float]:
-        """Cumulative server-side counters, named as vLLM's ``/metrics`` names them."""
-        ...
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where a ready engine serves: an HTTP base URL, or a virtual engine (exactly one)."""
-
-    model: str
-    base_url: str | None = None
-    virtual: VirtualEngine | None = None
 
 
 class LauncherSettings(BaseModel):

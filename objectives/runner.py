@@ -20,17 +20,14 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from launchers._base import Endpoint, VirtualEngine
 from objectives import prom
 from objectives.datasets import build_requests, build_warmup
-from objectives.metrics import (
-    SLO,
-    TierResult,
-    compute_metrics,
-    count_failures,
-    slo_violations,
-)
+from objectives.endpoint import Endpoint, VirtualEngine
+from objectives.load import run_http
+from objectives.metrics import SLO, TierResult
 from objectives.records import RequestRecord
+from objectives.tier import tier_duration as tier_duration  # the bench scripts import it here
+from objectives.tier import tier_result
 from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
 from tuner.errors import InfraError, TunerError
@@ -63,8 +60,6 @@ def run_benchmark(
                 endpoint.virtual, workload, slos, _collect(results, on_tier), base_dir, on_request
             )
         elif endpoint.base_url is not None:
-            from objectives.load import run_http
-
             collect = _collect(results, on_tier)
             workload = with_vocab(workload, endpoint, base_dir)
             asyncio.run(
@@ -130,39 +125,3 @@ def _run_virtual(
             for rec in records:
                 on_request(rec)
         on_tier(tier_result(records, concurrency, workload, slos, server))
-
-
-def tier_duration(records: Sequence[RequestRecord]) -> float:
-    """Last completion minus first send; a failed request ends at its last chunk or send."""
-    if not records:
-        return 0.0
-    start = min(r.send_time for r in records)
-    end = max(r.chunk_times[-1] if r.chunk_times else r.send_time for r in records)
-    return max(0.0, end - start)
-
-
-def tier_result(
-    records: Sequence[RequestRecord],
-    concurrency: int,
-    workload: WorkloadSpec,
-    slos: Sequence[SLO],
-    server: dict[str, float],
-    client: dict[str, float] | None = None,
-    client_saturated: bool = False,
-    duration_s: float | None = None,
-) -> TierResult:
-    """One tier's result from its records, by the one metrics function."""
-    mine = [s for s in slos if s.applies_to(concurrency)]
-    duration = tier_duration(records) if duration_s is None else duration_s
-    metrics = compute_metrics(records, duration, mine)
-    return TierResult(
-        concurrency=concurrency,
-        metrics=metrics,
-        failures=count_failures(records),
-        server=server,
-        client_saturated=client_saturated,
-        client=client or {},
-        slo_violations=slo_violations(metrics, mine, concurrency),
-        request_rate=workload.request_rate,
-        burstiness=workload.burstiness,
-    )

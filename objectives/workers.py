@@ -20,7 +20,8 @@ from concurrent.futures import ProcessPoolExecutor
 from time import perf_counter, sleep
 
 from objectives.client import Api, StreamingClient, make_http_client
-from objectives.load import ClientLag, drive
+from objectives.drive import drive
+from objectives.lag import ClientLag
 from objectives.records import BenchRequest, RequestRecord
 
 _START_DELAY_S = 0.2  # time for every worker to receive its share before the common start
@@ -54,7 +55,7 @@ class WorkerPool:
         arrivals: Sequence[float],
         on_request: Callable[[RequestRecord], None] | None = None,
     ) -> tuple[list[RequestRecord], ClientLag]:
-        """Like ``load.drive`` across the processes; records in request order."""
+        """Like ``drive.drive`` across the processes; records in request order."""
         loop = asyncio.get_running_loop()
         start = perf_counter() + _START_DELAY_S
         shares = split(len(requests), concurrency, self.workers)

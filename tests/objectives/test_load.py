@@ -8,7 +8,8 @@ import pytest
 
 from launchers import Endpoint
 from objectives.client import StreamingClient, make_http_client, prepare
-from objectives.load import ClientLag, arrival_offsets, client_limited, counted_lag, drive
+from objectives.drive import arrival_offsets, drive
+from objectives.lag import ClientLag, client_limited, counted_lag
 from objectives.records import BenchRequest, RequestRecord
 from objectives.runner import run_benchmark
 from objectives.workload import WorkloadSpec

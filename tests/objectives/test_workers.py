@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from launchers import Endpoint
-from objectives.load import ClientLag
+from objectives.lag import ClientLag
 from objectives.runner import run_benchmark
 from objectives.workers import merge, split
 from objectives.workload import WorkloadSpec

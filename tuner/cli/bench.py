@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from launchers import Endpoint
+from objectives.datasets import DATASET_KINDS as DATASETS
 from objectives.metrics import TierResult
 from objectives.records import RequestRecord
 from objectives.runner import partial_results, run_benchmark
@@ -26,8 +27,6 @@ from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
 from tuner.cli import app
 from tuner.errors import BenchIncomplete, TunerError
-
-DATASETS = ("random", "sharegpt", "prefix_repetition", "long_prompt")
 
 
 def parse_tiers(text: str) -> list[int]:

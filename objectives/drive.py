@@ -1,0 +1,73 @@
+"""Sending one tier's requests: a closed loop of N in flight, optionally paced by arrivals.
+
+A tier of concurrency N runs N workers that take requests in dataset order; with a request
+rate, request i may not start before its seeded arrival time (gaps drawn from a gamma
+distribution of shape ``burstiness``, mean 1/rate, as ``vllm bench serve``), so at most N are in
+flight. While they run, the client's own lag is measured (``objectives.lag``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from time import perf_counter
+
+import numpy as np
+
+from objectives.client import StreamingClient
+from objectives.lag import ClientLag, Sample, counted_lag, probe_loop
+from objectives.records import BenchRequest, RequestRecord
+
+OnRequest = Callable[[RequestRecord], None]
+
+
+def arrival_offsets(n: int, rate: float | None, burstiness: float, seed: int) -> list[float]:
+    """Seconds after the tier start at which each request may be sent (all 0 in closed loop)."""
+    if rate is None or n == 0:
+        return [0.0] * n
+    gaps = np.random.default_rng(seed).gamma(burstiness, 1.0 / (rate * burstiness), size=n)
+    return [0.0, *np.cumsum(gaps[:-1]).tolist()]
+
+
+async def drive(
+    client: StreamingClient,
+    requests: Sequence[BenchRequest],
+    bodies: Sequence[bytes],
+    concurrency: int,
+    arrivals: Sequence[float],
+    on_request: OnRequest | None = None,
+    start: float | None = None,
+) -> tuple[list[RequestRecord], ClientLag]:
+    """Send every request with at most ``concurrency`` in flight; records in request order.
+
+    ``start`` (a ``perf_counter`` time, default now) is when the tier begins: arrival offsets
+    count from it, and several processes given the same ``start`` begin together.
+    """
+    records: list[RequestRecord | None] = [None] * len(requests)
+    send_lag: dict[int, float] = {}  # open loop: how late request i was sent
+    next_index = iter(range(len(requests)))
+    start = perf_counter() if start is None else start
+    if start > perf_counter():
+        await asyncio.sleep(start - perf_counter())
+
+    async def worker() -> None:
+        for i in next_index:
+            due = start + arrivals[i]
+            if due > perf_counter():
+                await asyncio.sleep(due - perf_counter())
+            if arrivals[i] > 0:
+                send_lag[i] = max(0.0, perf_counter() - due)
+            records[i] = rec = await client.send(requests[i], bodies[i])
+            if on_request is not None:
+                on_request(rec)
+
+    samples: list[Sample] = []
+    probe = asyncio.create_task(probe_loop(samples))
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(requests)))))
+    finally:
+        probe.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await probe
+    return [r for r in records if r is not None], counted_lag(records, samples, send_lag)

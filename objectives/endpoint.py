@@ -1,0 +1,41 @@
+"""What measuring needs to know about a ready engine: where it serves.
+
+A launcher produces an ``Endpoint`` once its engine is ready; the benchmark client consumes it.
+Both types live here, on the measuring side, so that measuring does not depend on how an
+engine was launched (the launching side imports this module, never the other way round).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from objectives.records import BenchRequest, RequestRecord
+
+
+class VirtualEngine(Protocol):
+    """An engine that runs a workload in virtual time instead of over HTTP (the simulator)."""
+
+    def run(
+        self,
+        requests: Sequence[BenchRequest],
+        concurrency: int,
+        request_rate: float | None = None,
+        burstiness: float = 1.0,
+    ) -> list[RequestRecord]:
+        """Serve ``requests`` with ``concurrency`` in flight; records carry virtual seconds."""
+        ...
+
+    def server_counters(self) -> dict[str, float]:
+        """Cumulative server-side counters, named as vLLM's ``/metrics`` names them."""
+        ...
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a ready engine serves: an HTTP base URL, or a virtual engine (exactly one)."""
+
+    model: str
+    base_url: str | None = None
+    virtual: VirtualEngine | None = None

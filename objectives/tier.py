@@ -1,0 +1,45 @@
+"""One tier's records turned into its ``TierResult``: the same code for HTTP and virtual time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from objectives.metrics import SLO, TierResult, compute_metrics, count_failures, slo_violations
+from objectives.records import RequestRecord
+from objectives.workload import WorkloadSpec
+
+
+def tier_duration(records: Sequence[RequestRecord]) -> float:
+    """Last completion minus first send; a failed request ends at its last chunk or send."""
+    if not records:
+        return 0.0
+    start = min(r.send_time for r in records)
+    end = max(r.chunk_times[-1] if r.chunk_times else r.send_time for r in records)
+    return max(0.0, end - start)
+
+
+def tier_result(
+    records: Sequence[RequestRecord],
+    concurrency: int,
+    workload: WorkloadSpec,
+    slos: Sequence[SLO],
+    server: dict[str, float],
+    client: dict[str, float] | None = None,
+    client_saturated: bool = False,
+    duration_s: float | None = None,
+) -> TierResult:
+    """One tier's result from its records, by the one metrics function."""
+    mine = [s for s in slos if s.applies_to(concurrency)]
+    duration = tier_duration(records) if duration_s is None else duration_s
+    metrics = compute_metrics(records, duration, mine)
+    return TierResult(
+        concurrency=concurrency,
+        metrics=metrics,
+        failures=count_failures(records),
+        server=server,
+        client_saturated=client_saturated,
+        client=client or {},
+        slo_violations=slo_violations(metrics, mine, concurrency),
+        request_rate=workload.request_rate,
+        burstiness=workload.burstiness,
+    )
