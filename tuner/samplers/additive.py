@@ -8,8 +8,8 @@ target tier alone: a kernel that is 10% faster is 10% faster at every tier, whil
 token budget depends on the tier. Two failure models, on every finished trial, learn which
 configs are refused, crash or miss an SLO (at the target tier): a noisy-OR over knob values
 and pairs (``tuner.samplers.failure_model``) and a linear model of the 0/1 outcome; candidates
-both expect to fail are not proposed. Until two configs have worked, the launch is the one least likely to fail under
-a posterior draw of the noisy-OR model.
+both expect to fail are not proposed. Until two configs have worked, the launch is the one
+least likely to fail under a posterior draw of the noisy-OR model.
 
 Proposals alternate at random between two moves:
 - a Thompson draw from the posterior, among candidates ``RADIUS`` knob from the best configs
@@ -29,8 +29,8 @@ configs: a choice never measured has only the prior, which ranks it below any va
 good, so the kernel that is best everywhere could otherwise wait a dozen launches for its turn.
 
 A trial that missed one tier's SLO (TTFT at c20, say) still teaches the tiers it was feasible
-at, when it records feasibility per tier (its record's ``tier_ok``, which ``tune run`` sets): it is a
-row of those tiers' objective data and a failure only for the tiers it failed.
+at, when it records feasibility per tier (its record's ``tier_ok``, which ``tune run`` sets):
+it is a row of those tiers' objective data and a failure only for the tiers it failed.
 
 Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
 plus the one-knob neighbours of every measured config; configs already measured or running are
