@@ -1,6 +1,6 @@
 """The simulated vLLM engine: a step-by-step model of vLLM V1 on a named hardware profile.
 
-``SimEngine`` serves workloads in virtual time (the ``VirtualEngine`` of launchers/_base.py);
+``SimEngine`` serves workloads in virtual time (the ``VirtualEngine`` of objectives/endpoint.py);
 ``server.py`` puts the same engine behind an OpenAI-compatible HTTP server paced in real time.
 Modules: ``profile`` (hardware + model data files), ``model`` (step time), ``kvcache`` (block
 pool with prefix caching), ``scheduler`` (V1 scheduling rules), ``core`` (the step loop),

@@ -6,9 +6,9 @@ import time
 import numpy as np
 import pytest
 
-from launchers import Endpoint
 from objectives.client import StreamingClient, make_http_client, prepare
 from objectives.drive import arrival_offsets, drive
+from objectives.endpoint import Endpoint
 from objectives.lag import ClientLag, client_limited, counted_lag
 from objectives.records import BenchRequest, RequestRecord
 from objectives.runner import run_benchmark

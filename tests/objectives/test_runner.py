@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from launchers import Endpoint
+from objectives.endpoint import Endpoint
 from objectives.metrics import SLO, TierResult
 from objectives.runner import partial_results, run_benchmark, tier_duration
 from objectives.workload import WorkloadSpec

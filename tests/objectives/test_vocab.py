@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from launchers import Endpoint
 from objectives import vocab
 from objectives.datasets import build_requests
+from objectives.endpoint import Endpoint
 from objectives.vocab import Vocab, find_vocab, read_model_folder, read_tokenizer, with_vocab
 from objectives.workload import WorkloadSpec
 from tests.objectives.servers import vllm_like_server

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from launchers import Endpoint
+from objectives.endpoint import Endpoint
 from objectives.lag import ClientLag
 from objectives.runner import run_benchmark
 from objectives.workers import merge, split

@@ -18,8 +18,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from launchers import Endpoint
 from objectives.datasets import DATASET_KINDS as DATASETS
+from objectives.endpoint import Endpoint
 from objectives.metrics import TierResult
 from objectives.records import RequestRecord
 from objectives.runner import partial_results, run_benchmark

@@ -1,8 +1,6 @@
-"""From an Optuna trial to parameter values, and back to what the study stores."""
+"""From an Optuna trial to parameter values, and how far they are from the space's rules."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import optuna
 
@@ -41,14 +39,3 @@ def rules_violation(space: Space, values: dict[str, Scalar]) -> float:
             scale = max(abs(lhs), abs(rhs), 1.0)
             total += max(abs(lhs - rhs) / scale, 1e-3)
     return total
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` with numpy scalars and tuples turned into plain JSON types, recursively."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):
-        return value.item()
-    return value

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from launchers._base import Endpoint
 from launchers.simengine import SimEngine
+from objectives.endpoint import Endpoint
 from objectives.runner import run_benchmark
 from objectives.workload import RandomDataset, WorkloadSpec
 

@@ -14,8 +14,9 @@ from optuna.trial import TrialState
 from pydantic import Field
 
 import launchers
-from launchers._base import Endpoint, Launcher, LauncherSettings
+from launchers._base import Launcher, LauncherSettings
 from launchers.sim import SimLauncher
+from objectives.endpoint import Endpoint
 from tests.launchers.helpers import LOOPBACK_ENGINE, free_port
 from tests.tuner.conftest import write_yaml
 from tuner.engine import EngineConfig
