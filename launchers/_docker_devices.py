@@ -11,17 +11,26 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 from launchers.cleanup import DEVICES, MANAGED, STUDY, TRIAL
-
-if TYPE_CHECKING:
-    from launchers._docker_spec import DockerSettings
 
 ASCEND_CONTROL_NODES = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
 
 
-def device_label(settings: DockerSettings, devices: list[str]) -> str:
+class DeviceSettings(Protocol):
+    """What of a docker target's settings decides its device options (``DockerSettings``)."""
+
+    @property
+    def npus(self) -> Sequence[int]: ...
+    @property
+    def npu_visible_ids(self) -> Literal["logical", "physical"]: ...
+    @property
+    def ascend_driver_mounts(self) -> Sequence[str]: ...
+
+
+def device_label(settings: DeviceSettings, devices: list[str]) -> str:
     """``nvidia:0,1`` / ``ascend:0,1`` / empty: what a container holds, as its label says."""
     if not devices:
         return ""
@@ -29,7 +38,7 @@ def device_label(settings: DockerSettings, devices: list[str]) -> str:
 
 
 def device_options(
-    settings: DockerSettings, devices: list[str]
+    settings: DeviceSettings, devices: list[str]
 ) -> tuple[dict[str, str], dict[str, Any], dict[str, dict[str, str]]]:
     """(env, create() keyword arguments, driver bind mounts) for ``devices``."""
     if not devices:
