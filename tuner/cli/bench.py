@@ -25,7 +25,7 @@ from objectives.records import RequestRecord
 from objectives.runner import partial_results, run_benchmark
 from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
-from tuner.cli import app
+from tuner.cli.root import app
 from tuner.errors import BenchIncomplete, TunerError
 
 

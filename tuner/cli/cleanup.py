@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from launchers.cleanup import docker_client, remove_leftovers
-from tuner.cli import app
+from tuner.cli.root import app
 
 
 @app.command("cleanup")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tuner.cli import app
+from tuner.cli.root import app
 from tuner.export.dashboard import serve_dashboard
 
 

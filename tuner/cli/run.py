@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from tuner.cli import app
 from tuner.cli.durations import parse_duration
+from tuner.cli.root import app
 from tuner.record.pooling import DEFAULT_CONFIRM
 from tuner.run.slots import SlotRequest
 from tuner.run.study import RunOptions, run_study

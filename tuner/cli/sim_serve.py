@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from tuner.cli import app
+from tuner.cli.root import app
 from tuner.errors import EngineExited
 
 
@@ -23,7 +23,7 @@ def sim_serve(
     seed: int = typer.Option(0, "--sim-seed", help="Seed of the run-to-run noise."),
 ) -> None:
     """Serve a simulated vLLM engine: [MODEL] plus any `vllm serve` flags; env vars as vLLM."""
-    from launchers.simengine.server import serve
+    from launchers.simengine.server import serve  # starlette and uvicorn load only when serving
 
     code = serve(list(ctx.args), os.environ, profile, seed, startup_delay)
     if code:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from tuner.cli import app
 from tuner.cli.durations import parse_duration
+from tuner.cli.root import app
 from tuner.run.slots import Slot, SlotRequest
 from tuner.run.worker import WorkerOptions, run_worker
 from tuner.storage.urls import StorageSettings
