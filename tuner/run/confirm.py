@@ -3,12 +3,12 @@
 One launch of a config is one draw of the engine's run-to-run noise, and the best of many draws
 is flattered by it. Once exploration is done, the baseline and the ``k`` configs with the best
 mean at each tier are launched once more, each on a new engine (a new trial: new start-up, new
-noise). A confirmation trial carries the user attr ``confirm_of: <trial number of the config's
-first measurement>``, is never answered from the duplicate cache, and does not count towards
-``--trials``. Confirmations can reshuffle a tier's leaders, so the pick is repeated (at most
-``MAX_ROUNDS`` times) until every leader holds two launches. ``tuner.export.recommend`` then
-pools the
-launches of each config and weighs its lead against the noise the repeats reveal.
+noise). A confirmation trial's record names the config's first measurement (``confirm_of``); it
+is never answered from the duplicate cache, does not count towards ``--trials``, and runs
+through the same claim / run / tell loop as every trial (``WorkerLoop.drain``). Confirmations
+can reshuffle a tier's leaders, so the pick is repeated (at most ``MAX_ROUNDS`` times) until
+every leader holds two launches. ``tuner.export.recommend`` then pools the launches of each
+config and weighs its lead against the noise the repeats reveal.
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
-from tuner.errors import InfraError
 from tuner.export.recommend import rank_score
 from tuner.record.pooling import DEFAULT_CONFIRM, Config, configs
 from tuner.record.trial import TrialRecord, confirm_attrs
-from tuner.run.objective import MAX_CONSECUTIVE_INFRA_FAILURES, TrialLoop
+from tuner.run.loop import WorkerLoop
 
 MAX_ROUNDS = 3
 LAUNCHES = 2  # launches a leading config should hold once confirmed
 
-__all__ = ["DEFAULT_CONFIRM", "pending", "run_confirmations"]
+__all__ = ["DEFAULT_CONFIRM", "confirm_leaders", "pending"]
 
 
 def leaders(groups: Sequence[Config], objective: Objective, tier: int, k: int) -> list[Config]:
@@ -65,37 +64,27 @@ def enqueue(study: optuna.Study, roots: Sequence[TrialRecord]) -> None:
         study.enqueue_trial(dict(root.params), user_attrs=confirm_attrs(root.number))
 
 
+def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
+    """Confirm the leaders of every tier; returns how many confirmation launches were queued."""
+    loop, study = worker.loop, worker.study
+    tiers, queued, rounds = list(loop.ctx.space.workload.tiers), 0, 0
+    while not _past(deadline) and loop.stop_reason() is None:
+        todo = pending(study.get_trials(deepcopy=False), loop.ctx.objective, tiers, k)
+        if todo and rounds < MAX_ROUNDS:
+            rounds += 1
+            enqueue(study, todo)
+            queued += len(todo)
+            numbers = ", ".join(str(t.number) for t in todo)
+            loop.report(f"confirming {len(todo)} leading configs on a fresh engine: {numbers}")
+        if not waiting(study):
+            break
+        worker.drain(deadline, loop.report)  # also runs launches queued again after a fault
+    return queued
+
+
 def waiting(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
-def run_confirmations(
-    study: optuna.Study, loop: TrialLoop, k: int, timeout_s: float | None = None
-) -> int:
-    """Confirm the leaders of every tier; returns how many confirmation launches were queued."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    tiers, queued = list(loop.ctx.space.workload.tiers), 0
-    loop.confirming = True
-    try:
-        rounds = 0
-        while deadline is None or time.monotonic() < deadline:
-            todo = pending(study.get_trials(deepcopy=False), loop.ctx.objective, tiers, k)
-            if todo and rounds < MAX_ROUNDS:
-                rounds += 1
-                enqueue(study, todo)
-                queued += len(todo)
-                numbers = ", ".join(str(t.number) for t in todo)
-                loop.report(f"confirming {len(todo)} leading configs on a fresh engine: {numbers}")
-            if not waiting(study) or loop.infra_streak >= MAX_CONSECUTIVE_INFRA_FAILURES:
-                break  # also runs launches re-queued after an infrastructure fault
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            study.optimize(
-                loop,
-                n_trials=waiting(study),
-                timeout=left,
-                catch=(InfraError,),
-                callbacks=[loop.after_trial],
-            )
-    finally:
-        loop.confirming = False
-    return queued
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline

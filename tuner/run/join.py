@@ -44,6 +44,20 @@ class WorkerOptions:
     poll_s: float = 2.0
 
 
+def run_options(ctx: StudyContext, opts: RunOptions) -> WorkerOptions:
+    """``tune run``'s request as a worker's: the same study, storage, budget and deadline."""
+    return WorkerOptions(
+        study=ctx.name,
+        storage=ctx.storage_url,
+        results_dir=opts.results_dir,
+        space=opts.space_path,
+        objective=opts.objective,
+        launcher=opts.launcher,
+        trials=ctx.trials,
+        timeout_s=opts.timeout_s,
+    )
+
+
 @dataclass
 class WorkerSummary:
     """How a worker ended."""
@@ -55,12 +69,15 @@ class WorkerSummary:
     interrupted: bool = False
 
 
-def join_study(opts: WorkerOptions, report: Report) -> Joined:
-    """Open the storage, then create or load the study and seed its queue under the lock."""
+def join_study(opts: WorkerOptions, report: Report, ctx: StudyContext | None = None) -> Joined:
+    """Open the storage, then create or load the study and seed its queue under the lock.
+
+    ``ctx`` is the study's context when the caller prepared it already (``tune run``);
+    otherwise it is prepared here, from the space the study recorded if none is given."""
     storage = open_storage(opts.storage, opts.settings, requeue_lost, report)
     lock = StudyLock(opts.storage, opts.study, storage.retry)
     with lock.held():
-        ctx = _context(opts, storage)
+        ctx = ctx or _context(opts, storage)
         study = open_study(ctx, storage)
         seed_queue(study, ctx)
         budget = _settle_budget(study, opts.trials, ctx.trials)

@@ -22,7 +22,7 @@ from tuner.run.context import StudyContext
 from tuner.run.objective import (
     Report,
     TrialLoop,
-    counts_toward_budget,
+    in_budget,
     requeue,
 )
 from tuner.run.signals import signals_deferred
@@ -103,11 +103,11 @@ def _quiet() -> Iterator[None]:
 
 def study_tally(study: optuna.Study, default_budget: int) -> Tally:
     """The shared budget (a study attr), the trials that count toward it (launches, not rule
-    breakers or repeats of a measured launch) and the RUNNING ones, read now."""
+    breakers, repeats of a measured launch or confirmations) and the RUNNING ones, read now."""
     stored = read_budget(study.user_attrs)
     budget = stored if stored is not None else default_budget
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    complete = sum(counts_toward_budget(t) for t in trials)
+    complete = sum(in_budget(t) for t in trials)
     running = sum(t.state == TrialState.RUNNING for t in trials)
     return Tally(budget, complete, running)
 
@@ -127,11 +127,7 @@ class WorkerLoop:
     def run(self, deadline: float | None, report: Report) -> Tally:
         """Until the budget is met, the deadline passes, or infra faults pile up."""
         while True:
-            if deadline is not None and time.monotonic() >= deadline:
-                report("timeout: no new trials are started")
-                return self.tally()
-            if (why := self.loop.stop_reason()) is not None:
-                report(f"stopping: {why}")
+            if self._must_stop(deadline, report):
                 return self.tally()
             tally, trial = self._claim_whole()
             if tally.done:
@@ -142,27 +138,45 @@ class WorkerLoop:
             self.waiting_reported = False
             self._run(trial)
 
+    def drain(self, deadline: float | None, report: Report) -> None:
+        """Run the queued trials (confirmations, and launches queued again after a fault)
+        until none is waiting, on top of the budget."""
+        while not self._must_stop(deadline, report):
+            _, trial = self._claim_whole(queued_only=True)
+            if trial is None:
+                return
+            self._run(trial)
+
+    def _must_stop(self, deadline: float | None, report: Report) -> bool:
+        if deadline is not None and time.monotonic() >= deadline:
+            report("timeout: no new trials are started")
+            return True
+        if (why := self.loop.stop_reason()) is not None:
+            report(f"stopping: {why}")
+            return True
+        return False
+
     def tally(self) -> Tally:
         return study_tally(self.study, self.j.ctx.trials)
 
-    def _claim_whole(self) -> tuple[Tally, optuna.Trial | None]:
+    def _claim_whole(self, queued_only: bool = False) -> tuple[Tally, optuna.Trial | None]:
         """A claim that a Ctrl-C / SIGTERM cannot split: inside ``ask()`` it would leave a
         RUNNING trial nobody holds, so the signals wait until the claim is done or undone."""
         claimed: optuna.Trial | None = None
         try:
             with signals_deferred():
-                tally, claimed = self._claim()
+                tally, claimed = self._claim(queued_only)
         except KeyboardInterrupt:
             if claimed is not None:
                 self._abandon(claimed, "interrupted (Ctrl-C or SIGTERM)")
             raise
         return tally, claimed
 
-    def _claim(self) -> tuple[Tally, optuna.Trial | None]:
+    def _claim(self, queued_only: bool) -> tuple[Tally, optuna.Trial | None]:
         with self.j.lock.held(), _quiet():
             fail_stale_trials(self.study)  # dead workers' trials: FAIL, config queued again
             tally = self.tally()
-            if tally.full:
+            if (tally.full and not queued_only) or (queued_only and not self._queued()):
                 return tally, None
             trial = self.study.ask()
             try:
@@ -173,6 +187,9 @@ class WorkerLoop:
                 self._give_back(trial, "interrupted while claiming")  # the lock is held here
                 raise
             return tally, trial
+
+    def _queued(self) -> bool:
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
     def _wait(self, tally: Tally, report: Report) -> None:
         if not self.waiting_reported:

@@ -61,7 +61,6 @@ class TrialLoop:
         )
         self.infra_streak = 0
         self.free_streak = 0
-        self.confirming = False  # confirmation launches do not count towards --trials
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         values = suggest(trial, self.ctx.space)
@@ -120,15 +119,6 @@ class TrialLoop:
                 return t
         return None
 
-    def after_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        """Progress line, table refresh, re-queue of infra failures, and the stop condition."""
-        self.record(study, trial)
-        if not self.confirming and finished_count(study) >= self.ctx.trials:
-            study.stop()
-        if (why := self.stop_reason()) is not None:
-            self.report(f"stopping: {why}")
-            study.stop()
-
     def stop_reason(self) -> str | None:
         """Why no further trial should start (None: go on); ``tune run`` and every
         ``tune worker`` stop on this one rule."""
@@ -174,10 +164,15 @@ def counts_toward_budget(trial: FrozenTrial) -> bool:
     return r.complete and not r.refused_by_rule and r.duplicate_of is None
 
 
+def in_budget(trial: FrozenTrial) -> bool:
+    """Whether a trial uses up the budget (``--trials``): a launch, and not a confirmation
+    (confirmations are launched on top of the budget)."""
+    return counts_toward_budget(trial) and TrialRecord.of(trial).confirm_of is None
+
+
 def finished_count(study: optuna.Study) -> int:
-    """Finished trials that count toward the budget (``--trials``); confirmations are extra."""
-    done = study.get_trials(deepcopy=False)
-    return sum(counts_toward_budget(t) and TrialRecord.of(t).confirm_of is None for t in done)
+    """Finished trials that count toward the budget (``--trials``)."""
+    return sum(map(in_budget, study.get_trials(deepcopy=False)))
 
 
 def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from tuner.errors import StudyError
 from tuner.export.recommend import format_recommendations
 from tuner.run.context import RunOptions, StudyContext, StudySummary
-from tuner.run.join import WorkerOptions, WorkerSummary, join_study
+from tuner.run.join import WorkerOptions, WorkerSummary, join_study, run_options
 from tuner.run.loop import Joined, study_tally
 from tuner.run.objective import Report, write_tables
 from tuner.run.signals import sigterm_as_interrupt
@@ -35,16 +35,7 @@ def run_study_in_slots(
     ctx: StudyContext, opts: RunOptions, slots: list[Slot], report: Report
 ) -> StudySummary:
     """``tune run`` on several slots: create the study here, then one worker per slot."""
-    wopts = WorkerOptions(
-        study=ctx.name,
-        storage=ctx.storage_url,
-        results_dir=opts.results_dir,
-        space=opts.space_path,
-        objective=opts.objective,
-        launcher=opts.launcher,
-        trials=ctx.trials,
-        timeout_s=opts.timeout_s,
-    )
+    wopts = run_options(ctx, opts)
     with sigterm_as_interrupt():
         joined = join_study(wopts, report)
         summary = run_slots(wopts, joined, slots, report)

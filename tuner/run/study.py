@@ -3,21 +3,27 @@
 ``run_study`` creates or resumes the Optuna study (one objective per concurrency tier, so the
 sampler looks for each tier's best config) and runs trials until the study holds the asked
 number of finished trials, then launches each tier's leading configs again (``confirm``).
+A single-slot run is a one-slot worker: it claims, runs and tells its trials through the same
+``WorkerLoop`` as ``tune worker``, with the same storage (heartbeats, retries), study lock,
+stop rules and re-queue rules; several slots are one worker process each.
 """
 
 from __future__ import annotations
 
 import time
 
-from tuner.errors import InfraError
 from tuner.export import export_study
 from tuner.export.recommend import format_recommendations
-from tuner.run.confirm import run_confirmations
-from tuner.run.context import RunOptions, StudyContext, StudySummary, open_study, prepare
-from tuner.run.objective import Report, TrialLoop, finished_count, seed_queue, write_tables
+from tuner.run.confirm import confirm_leaders
+from tuner.run.context import RunOptions, StudyContext, StudySummary, prepare
+from tuner.run.join import identity, join_study, run_options
+from tuner.run.loop import Joined, WorkerLoop
+from tuner.run.objective import Report, TrialLoop, finished_count, write_tables
 from tuner.run.parallel import run_study_in_slots
 from tuner.run.signals import sigterm_as_interrupt
-from tuner.run.slots import plan_slots
+from tuner.run.slots import Slot, plan_slots
+
+POLL_S = 2.0  # how often a run waits on a trial another process of the study is running
 
 __all__ = ["RunOptions", "StudySummary", "run_study"]
 
@@ -32,29 +38,30 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
         summary = run_study_in_slots(ctx, opts, slots, report)
         export_results(ctx, report)
         return summary
-    study = open_study(ctx)
-    seed_queue(study, ctx)
-    loop = TrialLoop(ctx, study, report, slots[0])
+    deadline = None if ctx.timeout_s is None else time.monotonic() + ctx.timeout_s
     interrupted = False
-    started = time.monotonic()
-    done = finished_count(study)
-    report(f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage {ctx.storage_url}")
-    try:
-        with sigterm_as_interrupt():
-            if finished_count(study) < ctx.trials:
-                study.optimize(
-                    loop, timeout=ctx.timeout_s, catch=(InfraError,), callbacks=[loop.after_trial]
-                )
-            if finished_count(study) >= ctx.trials:  # explored in full: confirm the leaders
-                left = ctx.timeout_s and ctx.timeout_s - (time.monotonic() - started)
-                run_confirmations(study, loop, ctx.confirm, left)
-    except KeyboardInterrupt:
-        interrupted = True
-        report("interrupted: the running engine was stopped; rerun the same command to resume")
-    recs = write_tables(ctx, study)
+    with sigterm_as_interrupt():
+        joined = join_study(run_options(ctx, opts), report, ctx)
+        done = finished_count(joined.study)
+        report(f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage {ctx.storage_url}")
+        try:
+            _run_here(joined, slots[0], deadline, report)
+        except KeyboardInterrupt:
+            interrupted = True
+            report("interrupted: the running engine was stopped; rerun the same command to resume")
+    recs = write_tables(ctx, joined.study)
     export_results(ctx, report)
     table = format_recommendations(recs, ctx.objective)
-    return StudySummary(ctx.name, finished_count(study), interrupted, recs, table)
+    return StudySummary(ctx.name, finished_count(joined.study), interrupted, recs, table)
+
+
+def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report) -> None:
+    """The budget through the one claim / run / tell loop every worker runs, then, once it is
+    met, the leaders of every tier launched again."""
+    loop = TrialLoop(joined.ctx, joined.study, report, slot)
+    worker = WorkerLoop(joined, loop, identity(slot), poll_s=POLL_S)
+    if worker.run(deadline, report).done:  # explored in full: confirm the leaders
+        confirm_leaders(worker, joined.ctx.confirm, deadline)
 
 
 def export_results(ctx: StudyContext, report: Report) -> None:

@@ -15,6 +15,7 @@ from objectives.objective import get_objective
 from tests.tuner.conftest import write_yaml
 from tests.tuner.run.test_study import FlakyLauncher
 from tuner.run.confirm import pending
+from tuner.run.loop import WORKER_ATTR, study_tally
 from tuner.run.study import RunOptions, run_study
 
 
@@ -54,6 +55,17 @@ def test_leaders_are_launched_again_on_a_fresh_engine(space_file: Path, tmp_path
     assert any(" confirms " in line for line in lines)
     run_study(options(space_file, tmp_path, trials=6, confirm=1), report=lambda _: None)
     assert len(load(tmp_path).trials) == len(study.trials)  # already confirmed: nothing new
+
+
+def test_a_single_slot_run_is_a_one_slot_worker(space_file: Path, tmp_path: Path) -> None:
+    """Every trial of ``tune run``, confirmations too, is claimed through the worker loop, and
+    the budget the workers share counts launches, not confirmations."""
+    run_study(options(space_file, tmp_path, trials=4, confirm=1), report=lambda _: None)
+    study = load(tmp_path)
+    assert confirmations(study)
+    assert all(WORKER_ATTR in t.system_attrs for t in study.trials)
+    tally = study_tally(study, default_budget=99)
+    assert tally.budget == 4 and tally.complete == 4 and tally.done
 
 
 def test_confirm_zero_launches_nothing_extra(space_file: Path, tmp_path: Path) -> None:
