@@ -149,6 +149,9 @@ class _WallClock:
     def server_counters(self) -> dict[str, float]:
         return self.engine.server_counters()
 
+    def gauge_peaks(self) -> dict[str, float]:
+        return self.engine.gauge_peaks()
+
 
 if __name__ == "__main__":
     from launchers.simengine.server import main

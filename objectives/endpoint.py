@@ -31,6 +31,11 @@ class VirtualEngine(Protocol):
         """Cumulative server-side counters, named as vLLM's ``/metrics`` names them."""
         ...
 
+    def gauge_peaks(self) -> dict[str, float]:
+        """Each gauge's largest value during the last ``run`` (what scrapes during a tier of
+        a real server sample), named as vLLM's ``/metrics`` names them."""
+        ...
+
 
 @dataclass(frozen=True)
 class Endpoint:

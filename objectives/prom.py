@@ -88,6 +88,18 @@ def tier_counters(
     return out
 
 
+def users_held(server: Mapping[str, float], concurrency: int) -> dict[str, float]:
+    """``users_held``: how many of the tier's users the server never ran at once while
+    requests waited (a seat or KV-cache limit queueing users, not a prefill budget that
+    only delays some of them for a few steps). Left out when the server shows no gauges."""
+    waiting = server.get("num_requests_waiting_peak")
+    running = server.get("num_requests_running_peak")
+    if waiting is None or running is None:
+        return {}
+    held = max(0.0, concurrency - running) if waiting > 0 else 0.0
+    return {"users_held": held}
+
+
 def gauge_peaks(samples: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The largest value of each gauge over snapshots sampled during a tier."""
     out: dict[str, float] = {}

@@ -118,9 +118,9 @@ def _run_virtual(
         requests = build_requests(workload, base_dir, round=i)
         before = engine.server_counters()
         records = engine.run(requests, concurrency, workload.request_rate, workload.burstiness)
-        # A virtual engine's gauges are end-of-tier values, not peaks: left out.
+        # End-of-tier gauge values say nothing of the tier: the run's own peaks stand in.
         after = {k: v for k, v in engine.server_counters().items() if k not in prom.GAUGES}
-        server = prom.tier_counters(before, after)
+        server = prom.tier_counters(before, after, engine.gauge_peaks())
         if on_request is not None:
             for rec in records:
                 on_request(rec)

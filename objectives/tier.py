@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from objectives import prom
 from objectives.metrics import SLO, TierResult, compute_metrics, count_failures, slo_violations
 from objectives.records import RequestRecord
 from objectives.workload import WorkloadSpec
@@ -36,7 +37,7 @@ def tier_result(
         concurrency=concurrency,
         metrics=metrics,
         failures=count_failures(records),
-        server=server,
+        server={**server, **prom.users_held(server, concurrency)},
         client_saturated=client_saturated,
         client=client or {},
         slo_violations=slo_violations(metrics, mine, concurrency),

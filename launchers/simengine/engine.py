@@ -64,6 +64,7 @@ class SimEngine:
         self.model = StepModel(profile, cfg.knobs, speed=speed)
         self.core = self._new_core()
         self.dead: str | None = None
+        self.peaks: dict[str, float] = {}
         self._startup_lines()
 
     @classmethod
@@ -158,7 +159,14 @@ class SimEngine:
             runner.loop()
         except EngineDead as dead:
             self._die(str(dead))
+        finally:
+            self.peaks = runner.peaks
         return [self._record(s, sent) for s, sent in zip(sims, runner.sent, strict=True)]
+
+    def gauge_peaks(self) -> dict[str, float]:
+        """The gauges' largest values during the last ``run``, as a scrape would sample them:
+        after each scheduler step, so a request counts as waiting only when a step left it."""
+        return dict(self.peaks)
 
     def server_counters(self) -> dict[str, float]:
         """Cumulative counters and current gauges, named as vLLM's ``/metrics`` names them."""
@@ -243,6 +251,7 @@ class _Runner:
         self.next = 0
         self.in_flight = 0
         self.backlog: list[tuple[float, int]] = []  # arrived, not yet sent (limit reached)
+        self.peaks: dict[str, float] = {}
         core.on_finish = self._finished
 
     def _finished(self, req: SimRequest) -> None:
@@ -287,6 +296,17 @@ class _Runner:
                 core.clock = nxt
                 continue
             if core.decode_stretch(self._next_arrival()):
+                self._sample()
                 continue
             if core.step() == 0.0:
                 raise RuntimeError("scheduler made no progress")  # a bug, not a config fault
+            self._sample()
+
+    def _sample(self) -> None:
+        s, now = self.core.sched, self.peaks
+        for name, value in (
+            ("vllm:num_requests_waiting", float(len(s.waiting))),
+            ("vllm:num_requests_running", float(len(s.running))),
+            ("vllm:kv_cache_usage_perc", self.core.pool.usage),
+        ):
+            now[name] = max(now.get(name, value), value)

@@ -67,3 +67,6 @@ class PacedEngine:
 
     def server_counters(self) -> dict[str, float]:
         return dict(self.counters)
+
+    def gauge_peaks(self) -> dict[str, float]:
+        return {}

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from objectives import prom
+from objectives.prom import users_held
 
 VLLM = """# HELP vllm:num_preemptions_total Cumulative preemptions.
 # TYPE vllm:num_preemptions_total counter
@@ -91,3 +92,13 @@ def test_no_queries_means_no_hit_rate() -> None:
         prom.tier_counters({}, {"vllm:prefix_cache_queries": 0.0, "vllm:prefix_cache_hits": 0.0})
         == {}
     )
+
+
+def test_users_held_counts_users_that_never_got_a_seat_while_others_waited() -> None:
+    seats = {"num_requests_waiting_peak": 12.0, "num_requests_running_peak": 4.0}
+    budget = {"num_requests_waiting_peak": 12.0, "num_requests_running_peak": 16.0}
+    idle = {"num_requests_waiting_peak": 0.0, "num_requests_running_peak": 3.0}
+    assert users_held(seats, 16) == {"users_held": 12.0}
+    assert users_held(budget, 16) == {"users_held": 0.0}  # waited for prefill, all ran at once
+    assert users_held(idle, 16) == {"users_held": 0.0}  # fewer users came than the tier allows
+    assert users_held({"num_preemptions": 3.0}, 16) == {}  # no gauges: nothing is claimed

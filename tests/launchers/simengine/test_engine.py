@@ -153,3 +153,16 @@ def test_stats_line_counts_whole_prompts_served_cached_part_included() -> None:
     rate = float(engine.lines[-1].split("Avg prompt throughput: ")[1].split()[0])
     assert rate * core.clock == pytest.approx(4 * 20_000, rel=0.01)
     assert core.sched.counters["hits"] == 3 * (19_999 // 16) * 16
+
+
+def test_a_run_reports_the_waiting_peak_a_scrape_would_see() -> None:
+    """More users than seats: the requests a step leaves unscheduled are waiting, and the run's
+    peaks say how many, with the running peak at the seat limit. With a seat for every user,
+    requests still wait for the prefill token budget at first, but every user gets to run."""
+    few = SimEngine.from_argv([*BASE, "--max-num-seqs", "4"], {}, "h200x4", 0)
+    few.run(workload(16, prompt=2000), concurrency=16)
+    assert few.gauge_peaks()["vllm:num_requests_waiting"] >= 11
+    assert few.gauge_peaks()["vllm:num_requests_running"] == 4
+    many = SimEngine.from_argv([*BASE, "--max-num-seqs", "64"], {}, "h200x4", 0)
+    many.run(workload(16, prompt=2000), concurrency=16)
+    assert many.gauge_peaks()["vllm:num_requests_running"] == 16
