@@ -9,6 +9,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.export.configs import LaunchConfig, collect_secrets, launch_config
 from tuner.export.data import StudyData
+from tuner.export.eligible import Policy
 from tuner.export.importance import Importance, tier_importance
 from tuner.export.secrets import Redactor
 from tuner.export.tiers import Tier, build_tiers
@@ -52,7 +53,7 @@ def build_export(data: StudyData) -> Export:
     redactor = Redactor()
     collect_secrets(data.space, redactor)
     by_number = {t.number: t for t in data.trials}
-    tiers = build_tiers(data.trials, data.objective, data.tiers)
+    tiers = build_tiers(data.trials, data.objective, data.tiers, Policy.of(data.space))
     out = []
     for tier in tiers:
         rec = tier.recommended

@@ -28,6 +28,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
+from tuner.export.eligible import THROUGHPUT, Eligible, Policy, throughput
 from tuner.record.pooling import Config, configs, noise_cv, spread
 from tuner.record.trial import TrialRecord
 
@@ -58,31 +59,42 @@ class TierRecommendation:
     noise_cv: float | None = None  # the tier's pooled run-to-run coefficient of variation
     verdict: str | None = None  # better / worse / within noise / unconfirmed / baseline...
     baseline_feasible: bool = True
+    choice: str = ""  # one line: what the pick gave up for what, and what was left out
+    users_held: float | None = None  # users the pick's server never ran at once (0: none)
+    preemptions: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def recommend(
-    trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int]
+    trials: Sequence[FrozenTrial],
+    objective: Objective,
+    tiers: Sequence[int],
+    policy: Policy | None = None,
 ) -> list[TierRecommendation]:
-    """For each tier, the feasible config with the best pooled objective value at that tier."""
+    """For each tier, the eligible config (``Policy``) with the best pooled objective value."""
     groups = list(configs(trials).values())
     base = next((c for c in groups if c.is_baseline), None)
-    return [_recommend_tier(groups, objective, tier, base) for tier in tiers]
+    policy = policy or Policy()
+    return [_recommend_tier(groups, objective, tier, base, policy) for tier in tiers]
 
 
 def _recommend_tier(
-    groups: Sequence[Config], objective: Objective, tier: int, base: Config | None
+    groups: Sequence[Config], objective: Objective, tier: int, base: Config | None, policy: Policy
 ) -> TierRecommendation:
     cv = noise_cv(groups, objective, tier)
     rec = TierRecommendation(concurrency=tier, trial=None, noise_cv=cv)
-    best = _best(groups, objective, tier, cv)
+    pool = Eligible.at(groups, tier, policy)
+    best = _best(pool.configs, objective, tier, cv)
     if best is not None:
         rec.trial, rec.params = best.root.number, dict(best.root.params)
         rec.runs, rec.values = _pooled(best, objective, tier)
         rec.value, rec.spread = statistics.fmean(rec.values), spread(rec.values)
         rec.metrics = best.mean_metrics(tier, SHOWN_METRICS)
+        rec.users_held = best.worst_server(tier, "users_held")
+        rec.preemptions = best.worst_server(tier, "num_preemptions")
+    rec.choice = choice_line(rec, pool, objective, policy)
     if base is not None:
         rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)
         rec.baseline_runs, rec.baseline_values = _pooled(base, objective, tier)
@@ -104,14 +116,21 @@ def _pooled(c: Config, objective: Objective, tier: int) -> tuple[list[int], list
 def _best(
     groups: Sequence[Config], objective: Objective, tier: int, cv: float | None
 ) -> Config | None:
-    best: tuple[float, Config] | None = None
+    # A config whose engine preempted requests at the tier ranks after every one that did
+    # not: recomputed prefills are latency spikes the tier's percentiles may not show yet.
+    best: tuple[bool, float, Config] | None = None
     for c in groups:
-        score = rank_score(c, objective, tier, cv) if c.feasible_at(tier) else None
+        score = rank_score(c, objective, tier, cv)
         if score is None:
             continue
-        if best is None or objective.better(score, best[0]):
-            best = (score, c)
-    return best[1] if best else None
+        preempted = (c.worst_server(tier, "num_preemptions") or 0.0) > 0
+        if (
+            best is None
+            or preempted < best[0]
+            or (preempted == best[0] and objective.better(score, best[1]))
+        ):
+            best = (preempted, score, c)
+    return best[2] if best else None
 
 
 def rank_score(c: Config, objective: Objective, tier: int, cv: float | None) -> float | None:
@@ -122,6 +141,52 @@ def rank_score(c: Config, objective: Objective, tier: int, cv: float | None) -> 
     mean = statistics.fmean(vals)
     penalty = RANK_Z * (cv or 0.0) * abs(mean) / math.sqrt(len(vals))
     return mean + penalty if objective.direction == "minimize" else mean - penalty
+
+
+def choice_line(
+    rec: TierRecommendation, pool: Eligible, objective: Objective, policy: Policy
+) -> str:
+    """What the pick gave up for what, whom it held back within which SLOs, what was left out."""
+    if rec.trial is None:
+        return f"c{pool.tier}: no eligible config" + _left_out(pool, policy)
+    parts = [f"c{pool.tier}: trial {rec.trial} " + _trade(rec, pool, objective)]
+    if rec.users_held:
+        parts.append(
+            f"its server never ran {rec.users_held:g} of its {pool.tier} users at once while "
+            f"requests waited, within the tier's SLOs ({policy.slo_text.get(pool.tier, '')})"
+        )
+    if rec.preemptions:
+        parts.append(
+            f"it preempted {rec.preemptions:g} requests (ranked after configs that did not)"
+        )
+    return "; ".join(parts) + _left_out(pool, policy)
+
+
+def _trade(rec: TierRecommendation, pool: Eligible, objective: Objective) -> str:
+    fastest = max(pool.configs, key=lambda c: throughput(c, pool.tier) or 0.0)
+    mine, top = rec.metrics.get(THROUGHPUT), throughput(fastest, pool.tier)
+    theirs = fastest.values(objective, pool.tier)
+    if fastest.root.number == rec.trial or not mine or not top or not theirs or rec.value is None:
+        return (
+            f"has the best {objective.name} and the most output throughput of the eligible configs"
+        )
+    gain = objective.gain(rec.value, sum(theirs) / len(theirs))
+    return (
+        f"gives up {1 - mine / top:.1%} of output throughput ({mine:.0f} against {top:.0f} tok/s, "
+        f"trial {fastest.root.number}) for {gain:.1%} better {objective.name}"
+    )
+
+
+def _left_out(pool: Eligible, policy: Policy) -> str:
+    out = []
+    if pool.held:
+        out.append(f"{len(pool.held)} held users waiting with no SLO at this tier")
+    if pool.below_floor:
+        out.append(
+            f"{len(pool.below_floor)} below {policy.throughput_floor:.0%} of the tier's best "
+            "throughput"
+        )
+    return f" ({'; '.join(out)} left out)" if out else ""
 
 
 def _verdict(rec: TierRecommendation, is_base: bool) -> str:
@@ -179,6 +244,9 @@ def format_recommendations(recs: Sequence[TierRecommendation], objective: Object
             lines.append(f"c{r.concurrency}: {settings}")
         else:
             lines.append(f"c{r.concurrency}: no feasible trial yet")
+    choices = [r.choice for r in recs if r.choice]
+    if choices:
+        lines += ["", "why each pick:", *choices]
     return "\n".join(lines)
 
 

@@ -195,6 +195,8 @@ def _overview(export: Export) -> str:
 def _tier(t: TierExport, export: Export) -> str:
     tier = t.tier
     parts = [f'<h2 id="c{t.concurrency}">Concurrency {t.concurrency}</h2>', pareto_svg(tier)]
+    if tier.choice:
+        parts.append(f'<p class="choice">{escape(tier.choice)}</p>')
     parts += ["<h3>Best vs baseline</h3>", _versus(t, export)]
     parts += ["<h3>Pareto front (p99 TPOT vs output throughput)</h3>", _front(t)]
     parts += ["<h3>Which parameters mattered</h3>", _importance(t, export)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from objectives.objective import get_objective
+from tuner.export.data import space_from_text
+from tuner.export.eligible import Policy
 from tuner.export.recommend import format_recommendations, recommend
 from tuner.record.study import StudyRecord
 from tuner.record.trial import TrialRecord
@@ -16,7 +18,8 @@ def show_study(name: str, storage: str | None, results_dir: Path) -> str:
     record = StudyRecord.of(study.user_attrs)
     objective = get_objective(str(record.objective))
     trials = study.get_trials(deepcopy=False)
-    recs = recommend(trials, objective, record.tiers)
+    space = space_from_text(name, str(record.space_yaml))
+    recs = recommend(trials, objective, record.tiers, Policy.of(space))
     complete = [r for r in map(TrialRecord.of, trials) if r.complete]
     confirms = sum(1 for r in complete if r.confirm_of is not None)
     done = len(complete) - confirms

@@ -15,11 +15,12 @@ from typing import Any
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
+from tuner.export.eligible import Eligible, Policy
 from tuner.export.recommend import recommend
 from tuner.record.pooling import Config, configs, relative_range
 
 FRONT_X = "output_throughput"  # maximised
-FRONT_Y = "p99_tpot_ms"  # minimised
+FRONT_Y = "p99_tpot_ms"  # minimised: the other axis when the objective is throughput itself
 FIGURE_KEYS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
 
 
@@ -35,6 +36,7 @@ class Point:
     confirmations: int = 1
     spread: float = 0.0
     failure: str = ""
+    eligible: bool = False  # may be the tier's pick (tuner.export.eligible)
 
     def figures(self) -> dict[str, float | int]:
         out: dict[str, float | int] = {k: self.metrics[k] for k in FIGURE_KEYS if k in self.metrics}
@@ -53,6 +55,8 @@ class Tier:
     recommended: Point | None = None
     baseline: Point | None = None
     gain: float | None = None  # objective's relative improvement over the baseline
+    y_key: str = FRONT_Y  # the front's other axis: the objective, minimised
+    choice: str = ""  # the recommendation's one line: what was given up for what
 
     def point(self, trial: int) -> Point | None:
         return next((p for p in self.points if p.trial == trial), None)
@@ -62,14 +66,16 @@ class Tier:
 
 
 def build_tiers(
-    trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int]
+    trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int], policy: Policy
 ) -> list[Tier]:
     groups = list(configs(trials).values())
-    recs = recommend(trials, objective, tiers)
+    recs = recommend(trials, objective, tiers, policy)
     out = []
+    y_key = objective.key if objective.direction == "minimize" else FRONT_Y
     for tier, rec in zip(tiers, recs, strict=True):
-        points = [p for c in groups if (p := _point(c, tier, objective))]
-        built = Tier(concurrency=tier, points=points, front=pareto_front(points))
+        eligible = {c.root.number for c in Eligible.at(groups, tier, policy).configs}
+        points = [p for c in groups if (p := _point(c, tier, objective, eligible))]
+        built = Tier(tier, points, pareto_front(points, y_key), y_key=y_key, choice=rec.choice)
         built.recommended = built.point(rec.trial) if rec.trial is not None else None
         base = rec.baseline_trial
         built.baseline = built.point(base) if base is not None else None
@@ -78,7 +84,7 @@ def build_tiers(
     return out
 
 
-def _point(c: Config, tier: int, objective: Objective) -> Point | None:
+def _point(c: Config, tier: int, objective: Objective, eligible: set[int]) -> Point | None:
     values = c.values(objective, tier)
     if not values:
         return None
@@ -91,6 +97,7 @@ def _point(c: Config, tier: int, objective: Objective) -> Point | None:
         confirmations=len(values),
         spread=relative_range(values),
         failure=str(c.root.failure or ""),
+        eligible=c.root.number in eligible,
     )
 
 
@@ -98,14 +105,14 @@ def _metric_keys(c: Config, tier: int) -> list[str]:
     return sorted({k for t in c.runs for k in t.tier(tier)})
 
 
-def pareto_front(points: Sequence[Point]) -> list[int]:
-    """Feasible points no other feasible point beats on both p99 TPOT and throughput."""
-    cand = [p for p in points if p.feasible and FRONT_X in p.metrics and FRONT_Y in p.metrics]
-    front = [p for p in cand if not any(_dominates(q, p) for q in cand)]
+def pareto_front(points: Sequence[Point], y_key: str = FRONT_Y) -> list[int]:
+    """Eligible points no other eligible point beats on both ``y_key`` and throughput."""
+    cand = [p for p in points if p.eligible and FRONT_X in p.metrics and y_key in p.metrics]
+    front = [p for p in cand if not any(_dominates(q, p, y_key) for q in cand)]
     front.sort(key=lambda p: (p.metrics[FRONT_X], p.trial))
     return [p.trial for p in front]
 
 
-def _dominates(a: Point, b: Point) -> bool:
-    ax, ay, bx, by = a.metrics[FRONT_X], a.metrics[FRONT_Y], b.metrics[FRONT_X], b.metrics[FRONT_Y]
+def _dominates(a: Point, b: Point, y: str) -> bool:
+    ax, ay, bx, by = a.metrics[FRONT_X], a.metrics[y], b.metrics[FRONT_X], b.metrics[y]
     return ax >= bx and ay <= by and (ax > bx or ay < by)

@@ -52,6 +52,11 @@ class Config:
         pairs = [(t.number, t.value(objective.key, tier)) for t in self.runs]
         return [(n, v) for n, v in pairs if v is not None]
 
+    def worst_server(self, tier: int, key: str) -> float | None:
+        """The largest server-side figure over the launches (held users, preemptions)."""
+        vals = [v for t in self.runs if (v := t.server(tier, key)) is not None]
+        return max(vals) if vals else None
+
     def mean_metrics(self, tier: int, keys: Sequence[str]) -> dict[str, float]:
         """Each numeric metric averaged over the launches that reported it."""
         out: dict[str, float] = {}

@@ -143,6 +143,11 @@ class TrialRecord:
             "interrupted": True if self.interrupted else None,
         }
 
+    def server(self, concurrency: int, key: str) -> float | None:
+        """One server-side figure of a tier (``users_held``, ``num_preemptions``...)."""
+        value = (self.tier(concurrency).get("server") or {}).get(key)
+        return float(value) if isinstance(value, int | float) else None
+
     def feasible_at(self, concurrency: int) -> bool:
         """Whether the trial served every request of the tier and met that tier's SLOs."""
         if not self.complete:

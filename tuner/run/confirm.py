@@ -20,6 +20,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
+from tuner.export.eligible import Eligible, Policy
 from tuner.export.recommend import rank_score
 from tuner.record.pooling import DEFAULT_CONFIRM, Config, configs
 from tuner.record.trial import TrialRecord, confirm_attrs
@@ -31,22 +32,32 @@ LAUNCHES = 2  # launches a leading config should hold once confirmed
 __all__ = ["DEFAULT_CONFIRM", "confirm_leaders", "pending"]
 
 
-def leaders(groups: Sequence[Config], objective: Objective, tier: int, k: int) -> list[Config]:
-    """The ``k`` feasible configs with the best mean objective value at ``tier``."""
-    scored = [(rank_score(c, objective, tier, None), c) for c in groups if c.feasible_at(tier)]
+def leaders(
+    groups: Sequence[Config], objective: Objective, tier: int, k: int, policy: Policy
+) -> list[Config]:
+    """The ``k`` configs eligible at ``tier`` with the best mean objective value there."""
+    eligible = Eligible.at(groups, tier, policy).configs
+    scored = [(rank_score(c, objective, tier, None), c) for c in eligible]
     ranked = [(s, c) for s, c in scored if s is not None]
     ranked.sort(key=lambda sc: sc[0], reverse=objective.direction == "maximize")
     return [c for _, c in ranked[:k]]
 
 
 def pending(
-    trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int], k: int
+    trials: Sequence[FrozenTrial],
+    objective: Objective,
+    tiers: Sequence[int],
+    k: int,
+    policy: Policy | None = None,
 ) -> list[TrialRecord]:
     """First trials of the configs that still need a confirmation launch, in trial order."""
     if k <= 0:
         return []
     groups = list(configs(trials).values())
-    wanted = {c.root.number: c for tier in tiers for c in leaders(groups, objective, tier, k)}
+    policy = policy or Policy()
+    wanted = {
+        c.root.number: c for tier in tiers for c in leaders(groups, objective, tier, k, policy)
+    }
     wanted.update(
         {c.root.number: c for c in groups if c.is_baseline and any(map(c.feasible_at, tiers))}
     )
@@ -69,7 +80,8 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
     loop, study = worker.loop, worker.study
     tiers, queued, rounds = list(loop.ctx.space.workload.tiers), 0, 0
     while not _past(deadline) and loop.stop_reason() is None:
-        todo = pending(study.get_trials(deepcopy=False), loop.ctx.objective, tiers, k)
+        trials = study.get_trials(deepcopy=False)
+        todo = pending(trials, loop.ctx.objective, tiers, k, Policy.of(loop.ctx.space))
         if todo and rounds < MAX_ROUNDS:
             rounds += 1
             enqueue(study, todo)

@@ -15,6 +15,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError
+from tuner.export.eligible import Policy
 from tuner.export.recommend import (
     TierRecommendation,
     format_recommendations,
@@ -199,7 +200,7 @@ def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendat
     tiers = list(ctx.space.workload.tiers)
     # Through a temp file and a rename, like every result: a crash never leaves half a table.
     write_atomic(ctx.paths.trials_csv, trials_table(study, tiers).to_csv(index=False))
-    recs = recommend(study.get_trials(deepcopy=False), ctx.objective, tiers)
+    recs = recommend(study.get_trials(deepcopy=False), ctx.objective, tiers, Policy.of(ctx.space))
     write_json(
         ctx.paths.recommendations_json,
         {

@@ -107,6 +107,14 @@ class StudySpec(BaseModel):
     ready_timeout_s: float = Field(
         1800.0, gt=0, description="Seconds an engine may take to be ready."
     )
+    throughput_floor: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="A tier's pick must reach this fraction of the best output throughput a "
+        "config feasible at that tier reached (0 turns the floor off): a latency gain is not "
+        "worth giving up more of a replica's capacity.",
+    )
 
 
 class Space(BaseModel):

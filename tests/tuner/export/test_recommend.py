@@ -11,7 +11,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import get_objective
 from tests.tuner.conftest import write_yaml
+from tuner.export.eligible import Policy
 from tuner.export.recommend import format_recommendations, recommend
+from tuner.record.trial import TrialRecord
 from tuner.run.study import RunOptions, run_study
 
 P99 = get_objective("p99_tpot")
@@ -26,7 +28,11 @@ class Trials:
 
     def add(self, chunk: int, c1: float, c8: float, **attrs: Any) -> int:
         feasible = attrs.pop("feasible", True)
-        tiers = {"1": {"p99_tpot_ms": c1}, "8": {"p99_tpot_ms": c8}}
+        tiers: dict[str, dict[str, Any]] = {"1": {"p99_tpot_ms": c1}, "8": {"p99_tpot_ms": c8}}
+        if (tput := attrs.pop("tput", None)) is not None:
+            tiers["1"]["output_throughput"] = tput
+        server = {k: attrs.pop(k) for k in ("users_held", "num_preemptions") if k in attrs}
+        tiers["1"]["server"] = server
         trial = optuna.trial.create_trial(
             params={"chunk": chunk},
             distributions=DIST,
@@ -136,12 +142,14 @@ def test_table_shows_spread_launches_and_verdict() -> None:
     assert "c1: no feasible trial yet" in empty
 
 
-def test_recommended_prefill_chunk_shrinks_as_concurrency_grows(
+def test_a_capped_chunk_that_wins_p99_by_preempting_is_not_the_pick(
     space_file: Path, tmp_path: Path, small_space: dict[str, Any]
 ) -> None:
     # Long shared-prefix prompts (as in the 50K-token coding sessions of the published runs):
-    # alone or nearly so, one big prefill chunk per step costs decoding little; at 20 requests
-    # in flight every big chunk stalls 19 decoding streams, so capped chunks win on P99 TPOT.
+    # at 20 requests in flight, capping each request's prefill chunk wins P99 TPOT by a few
+    # percent, but it fills the KV cache (preemptions, half the prefix-cache hits) and costs
+    # about half the throughput. With the throughput floor off, the preemptions alone keep
+    # it from being the pick; big uncapped chunks serve both tiers.
     small_space["parameters"] = {
         "max_num_batched_tokens": {
             "type": "categorical",
@@ -158,6 +166,7 @@ def test_recommended_prefill_chunk_shrinks_as_concurrency_grows(
         },
     }
     small_space["base"]["args"]["max-num-seqs"] = 40
+    small_space["study"]["throughput_floor"] = 0.0
     small_space["workload"] = {
         "dataset": {
             "kind": "prefix_repetition",
@@ -177,9 +186,50 @@ def test_recommended_prefill_chunk_shrinks_as_concurrency_grows(
     )
     low, high = run_study(opts, report=lambda _: None).recommendations
 
-    def chunk(params: dict[str, Any]) -> int:
-        cap = int(params["long_prefill_token_threshold"])
-        return min(int(params["max_num_batched_tokens"]), cap or 1 << 30)
-
-    assert chunk(low.params) > chunk(high.params), (low.params, high.params)
+    capped = {"max_num_batched_tokens": 262144, "long_prefill_token_threshold": 6000}
+    study = optuna.load_study(study_name="small", storage=f"sqlite:///{tmp_path}/r/small/study.db")
+    raw = min(study.trials, key=lambda t: TrialRecord.of(t).value("p99_tpot_ms", 20) or 1e9)
+    assert raw.params == capped  # the best P99 TPOT at c20, if nothing else counted
+    assert (TrialRecord.of(raw).server(20, "num_preemptions") or 0) > 0
+    assert high.params != capped and "preempt" not in high.choice
+    assert low.params["max_num_batched_tokens"] == high.params["max_num_batched_tokens"] == 262144
     assert low.verdict == "better" or high.verdict == "better"
+
+
+def test_a_pick_keeps_the_throughput_floor_and_says_what_it_gave_up() -> None:
+    """A config 4% better on P99 TPOT at half the throughput is not worth deploying: the floor
+    leaves it out, the pick is the best of the rest, and the choice line says so."""
+    t = Trials()
+    t.add(8192, 30.0, 1.0, baseline=True, tput=100.0)
+    t.add(2048, 25.0, 1.0, tput=90.0)  # 90% of the best throughput: eligible
+    t.add(32768, 24.0, 1.0, tput=40.0)  # the best P99 TPOT, 40% of the best throughput
+    floor = Policy(throughput_floor=0.8)
+    (pick,) = recommend(t.all, P99, [1], floor)
+    assert pick.trial == 1
+    assert "gives up 10.0% of output throughput" in pick.choice and "trial 0" in pick.choice
+    assert "1 below 80% of the tier's best throughput left out" in pick.choice
+    (no_floor,) = recommend(t.all, P99, [1], Policy())
+    assert no_floor.trial == 2
+
+
+def test_a_config_that_holds_users_back_wins_only_within_slos() -> None:
+    """Held users (a seat limit under the tier's concurrency) rule a config out of a tier that
+    has no SLO; where an SLO bounds the wait, it may win, and the line gives the SLO as proof."""
+    t = Trials()
+    t.add(8192, 30.0, 1.0, baseline=True, tput=100.0)
+    t.add(32768, 20.0, 1.0, tput=100.0, users_held=12.0)
+    (unbounded,) = recommend(t.all, P99, [1], Policy())
+    assert unbounded.trial == 0 and "1 held users waiting with no SLO" in unbounded.choice
+    bounded = Policy(slo_tiers=frozenset({1}), slo_text={1: "p99_ttft_ms <= 60000"})
+    (pick,) = recommend(t.all, P99, [1], bounded)
+    assert pick.trial == 1 and pick.users_held == 12.0
+    assert "never ran 12 of its 1 users at once" in pick.choice
+    assert "p99_ttft_ms <= 60000" in pick.choice
+
+
+def test_a_config_that_preempted_ranks_after_those_that_did_not() -> None:
+    t = Trials()
+    t.add(8192, 30.0, 1.0, baseline=True, tput=100.0)
+    t.add(32768, 20.0, 1.0, tput=100.0, num_preemptions=5.0)
+    (pick,) = recommend(t.all, P99, [1], Policy())
+    assert pick.trial == 0
