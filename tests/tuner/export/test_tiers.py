@@ -101,13 +101,27 @@ def test_importance_needs_enough_trials(hand_results: Path) -> None:
     assert imp.values == {} and "needs at least" in imp.note
 
 
-def _p(trial: int, x: float, y: float, feasible: bool = True) -> Point:
-    return Point(trial, {}, {"output_throughput": x, "p99_tpot_ms": y}, feasible)
+def _p(trial: int, x: float, y: float, feasible: bool = True, **more: float) -> Point:
+    metrics = {"output_throughput": x, "p99_tpot_ms": y, **more}
+    return Point(trial, {}, metrics, feasible, eligible=feasible)
 
 
 def test_pareto_front_ties_and_infeasible_points() -> None:
     points = [_p(0, 100, 10), _p(1, 100, 10), _p(2, 200, 20), _p(3, 150, 30), _p(4, 500, 1, False)]
     assert pareto_front(points) == [0, 1, 2]  # equal points dominate neither; 3 is dominated
+
+
+def test_the_front_trades_the_objective_against_throughput_among_eligible_points() -> None:
+    """The front's other axis is the study's objective, and a feasible point that may not be
+    the pick (it held users back, or fell below the throughput floor) is not on it."""
+    points = [
+        _p(0, 100, 10, median_tpot_ms=50),
+        _p(1, 200, 20, median_tpot_ms=40),
+        _p(2, 300, 5, median_tpot_ms=30),
+    ]
+    points[2].eligible = False
+    assert pareto_front(points, "median_tpot_ms") == [1]  # 1 beats 0 on both axes
+    assert pareto_front(points, "p99_tpot_ms") == [0, 1]
 
 
 def test_scrub_removes_known_values_and_token_shapes() -> None:
