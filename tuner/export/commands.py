@@ -54,6 +54,7 @@ def commands_markdown(export: Export) -> str:
             "",
             "Every tuned parameter at its default, as measured first: the reference for the gains.",
             "",
+            *_secrets_line(export.baseline),
             "```sh",
             serve_command(export.baseline),
             "```",
@@ -87,14 +88,19 @@ def _tier_section(t: TierExport, export: Export) -> list[str]:
         return [*head, "No feasible config at this tier: see report.html for why.", ""]
     rec = t.tier.recommended
     lines = [*head, f"Trial {rec.trial}. {_figures_line(t, export)}", ""]
-    if secrets := sorted({*t.launch.secret_env, *t.launch.secret_args}):
-        names = ", ".join(secrets)
-        lines += [f"Export {names} in your shell first (values are never written here).", ""]
+    lines += _secrets_line(t.launch)
     lines += ["```sh", serve_command(t.launch), "```", ""]
     lines += ["```sh", docker_command(t.launch, export.data.space), "```", ""]
     if extra := unrendered(export.data.space):
         lines += [f"The docker target also sets SDK options with no flag here: `{extra}`.", ""]
     return lines
+
+
+def _secrets_line(launch: LaunchConfig) -> list[str]:
+    if secrets := sorted({*launch.secret_env, *launch.secret_args}):
+        names = ", ".join(secrets)
+        return [f"Export {names} in your shell first (values are never written here).", ""]
+    return []
 
 
 def _figures_line(t: TierExport, export: Export) -> str:

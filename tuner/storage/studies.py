@@ -32,7 +32,9 @@ def load_study(name: str, storage: str | None, results_dir: Path) -> optuna.Stud
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         known = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise StudyError(f"no study {name!r} in {storage}; studies there: {known}") from None
+        raise StudyError(
+            f"no study {name!r} in {redact(storage)}; studies there: {known}"
+        ) from None
 
 
 def open_study(name: str, storage: str | None, results_dir: Path) -> optuna.Study:
