@@ -23,7 +23,7 @@ from tuner.run.slots import Slot, SlotRequest
 from tuner.space.stored import stored_space_text
 from tuner.storage.lock import StudyLock
 from tuner.storage.resilient import ResilientStorage
-from tuner.storage.results import write_atomic
+from tuner.storage.results import check_study_name, write_atomic
 from tuner.storage.urls import StorageSettings, open_storage
 
 
@@ -75,6 +75,7 @@ def join_study(opts: WorkerOptions, report: Report, ctx: StudyContext | None = N
 
     ``ctx`` is the study's context when the caller prepared it already (``tune run``);
     otherwise it is prepared here, from the space the study recorded if none is given."""
+    check_study_name(opts.study)  # before the storage is touched
     storage = open_storage(opts.storage, opts.settings, requeue_lost, report)
     lock = StudyLock(opts.storage, opts.study, storage.retry)
     with lock.held():
