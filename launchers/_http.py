@@ -27,8 +27,9 @@ from pathlib import Path
 
 import httpx
 
-from tuner.engine import REDACTED, EngineConfig
+from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, SetupError
+from tuner.secret_policy import scrub_text
 
 POLL_S = 0.25  # between health probes; an exit is seen sooner through LogCapture.ended
 # Log lines kept to classify a failed launch: vLLM's root cause (an EngineCore ValueError) sits
@@ -91,9 +92,7 @@ class LogCapture:
         self.ended.set()
 
     def redact(self, line: str) -> str:
-        for secret in self._secrets:
-            line = line.replace(secret, REDACTED)
-        return line
+        return scrub_text(line, self._secrets)
 
     def tail(self, n: int = TAIL_LINES) -> str:
         with self._lock:

@@ -6,9 +6,9 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-REDACTED = "<redacted>"
-# Engine flags whose value is a credential (vLLM's --api-key, llama.cpp's --api-key, hub tokens).
-SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--api-key-file"})
+from tuner.secret_policy import REDACTED, is_secret_flag, looks_like_token, scrub_text
+
+__all__ = ["REDACTED", "EngineConfig"]
 
 
 @dataclass(frozen=True)
@@ -47,28 +47,38 @@ class EngineConfig:
     def secret_values(self) -> list[str]:
         """Every credential value this launch carries (secret env values, credential flags)."""
         values = [v for k, v in self.env.items() if k in self.secret_env and v]
-        for i, word in enumerate(self.argv):
-            flag, eq, value = word.partition("=")
-            if eq and flag in SECRET_FLAGS:
-                values.append(value)
-            elif word in SECRET_FLAGS and i + 1 < len(self.argv):
-                values.append(self.argv[i + 1])
+        values += [v for v, hidden in zip(self.argv, self._hidden(), strict=True) if hidden]
         return [v for v in values if v]
 
     def public_argv(self) -> list[str]:
         """The argv with the values of credential flags replaced, safe to write anywhere."""
         out: list[str] = []
-        hide_next = False
-        for word in self.argv:
-            flag, eq, _ = word.partition("=")
-            if hide_next:
+        for word, hidden in zip(self.argv, self._hidden(), strict=True):
+            flag, eq, value = word.partition("=")
+            if hidden:
                 out.append(REDACTED)
-            elif eq and flag in SECRET_FLAGS:
+            elif eq and flag.startswith("-") and is_secret_flag(flag, value):
                 out.append(f"{flag}={REDACTED}")
             else:
                 out.append(word)
-            hide_next = not hide_next and word in SECRET_FLAGS
         return out
+
+    def _hidden(self) -> list[bool]:
+        """Per argv word: is it the value of a secret flag (or shaped like a token)?"""
+        hidden: list[bool] = []
+        secret_flag = False
+        for i, word in enumerate(self.argv):
+            if _is_flag(word):
+                nxt = self.argv[i + 1] if i + 1 < len(self.argv) else None
+                secret_flag = "=" not in word and is_secret_flag(word, nxt)
+                hidden.append(False)
+            else:
+                hidden.append(secret_flag or looks_like_token(word))
+        return hidden
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret value of this launch (and any token shape) replaced."""
+        return scrub_text(text, self.secret_values())
 
     def shell_command(self) -> str:
         """A paste-able one-liner (env assignments, then argv), secrets redacted."""
@@ -80,3 +90,13 @@ class EngineConfig:
         """Identity of the launch as the engine sees it (credentials left out)."""
         env = ",".join(f"{k}={v}" for k, v in sorted(self.env.items()) if k not in self.secret_env)
         return shlex.join(self.public_argv()) + " | " + env
+
+
+def _is_flag(word: str) -> bool:
+    if not word.startswith("-") or word == "-":
+        return False
+    try:
+        float(word)  # a negative number is a value, not a flag
+    except ValueError:
+        return True
+    return False

@@ -23,6 +23,7 @@ _ACCEPTED: tuple[tuple[str, bool], ...] = (
     ("--host", True),
     ("--uvicorn-log-level", True),
     ("--api-key", True),
+    ("--ssl-keyfile-password", True),
     ("--tokenizer", True),
     ("--revision", True),
     ("--download-dir", True),

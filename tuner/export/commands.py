@@ -1,33 +1,39 @@
 """Ready-to-paste ``vllm serve`` and ``docker run`` commands per tier (``commands.md``).
 
 Every word goes through ``shlex.quote``, so JSON flags survive a shell; a secret flag's value is
-written ``"${NAME}"`` for the shell to fill in, and secret env vars are named, never valued.
+written ``"${NAME}"`` for the shell to fill in, and secret env vars are named, never valued. Any
+other ``${...}`` or ``$(...)`` is literal: it is single-quoted, never expanded.
 The ``docker run`` command is what the docker launcher would start (see ``docker_run``).
 """
 
 from __future__ import annotations
 
-import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from tuner.export.build import Export, TierExport
 from tuner.export.configs import Group, LaunchConfig, flag_groups
 from tuner.export.docker_run import docker_groups, unrendered
+from tuner.secret_policy import is_env_ref
+from tuner.space.params import check_env_name
 from tuner.space.schema import Space
 
-_ENV_REF = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+
+def quote(word: str, refs: Collection[str] = ()) -> str:
+    """``word`` for a shell: ``"${NAME}"`` for a secret named in ``refs``, else single-quoted."""
+    return f'"{word}"' if is_env_ref(word) in refs else shlex.quote(word)
 
 
-def quote(word: str) -> str:
-    return f'"{word}"' if _ENV_REF.match(word) else shlex.quote(word)
-
-
-def render(groups: Sequence[Sequence[str]], env: dict[str, str] | None = None) -> str:
+def render(
+    groups: Sequence[Sequence[str]],
+    env: dict[str, str] | None = None,
+    refs: Collection[str] = (),
+) -> str:
     """One group per line, continued with backslashes, after ``K=V`` env assignments."""
-    # The value alone is quoted: a quoted "K=V" word would be a command name, not an assignment.
-    lines = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
-    lines += [" ".join(quote(w) for w in g) for g in groups if g]
+    # The value alone is quoted: a quoted "K=V" word would be a command name, not an assignment;
+    # the name is one the space checked (letters, digits, '_'), and is checked again here.
+    lines = [f"{check_env_name(k)}={shlex.quote(v)}" for k, v in (env or {}).items()]
+    lines += [" ".join(quote(w, refs) for w in g) for g in groups if g]
     return " \\\n  ".join(lines)
 
 
@@ -36,11 +42,11 @@ def serve_groups(launch: LaunchConfig) -> list[Group]:
 
 
 def serve_command(launch: LaunchConfig) -> str:
-    return render(serve_groups(launch), launch.env)
+    return render(serve_groups(launch), launch.env, launch.secret_args)
 
 
 def docker_command(launch: LaunchConfig, space: Space) -> str:
-    return render(docker_groups(launch, space))
+    return render(docker_groups(launch, space), refs=launch.secret_args)
 
 
 def commands_markdown(export: Export) -> str:
@@ -54,6 +60,7 @@ def commands_markdown(export: Export) -> str:
             "",
             "Every tuned parameter at its default, as measured first: the reference for the gains.",
             "",
+            *_secrets_line(export.baseline),
             "```sh",
             serve_command(export.baseline),
             "```",
@@ -87,14 +94,19 @@ def _tier_section(t: TierExport, export: Export) -> list[str]:
         return [*head, "No feasible config at this tier: see report.html for why.", ""]
     rec = t.tier.recommended
     lines = [*head, f"Trial {rec.trial}. {_figures_line(t, export)}", ""]
-    if secrets := sorted({*t.launch.secret_env, *t.launch.secret_args}):
-        names = ", ".join(secrets)
-        lines += [f"Export {names} in your shell first (values are never written here).", ""]
+    lines += _secrets_line(t.launch)
     lines += ["```sh", serve_command(t.launch), "```", ""]
     lines += ["```sh", docker_command(t.launch, export.data.space), "```", ""]
     if extra := unrendered(export.data.space):
         lines += [f"The docker target also sets SDK options with no flag here: `{extra}`.", ""]
     return lines
+
+
+def _secrets_line(launch: LaunchConfig) -> list[str]:
+    if secrets := sorted({*launch.secret_env, *launch.secret_args}):
+        names = ", ".join(secrets)
+        return [f"Export {names} in your shell first (values are never written here).", ""]
+    return []
 
 
 def _figures_line(t: TierExport, export: Export) -> str:

@@ -67,7 +67,7 @@ def _hide_secret_flags(args: list[str], redactor: Redactor) -> tuple[list[str], 
     out: list[str] = []
     names: list[str] = []
     for group in flag_groups(args):
-        if is_secret_flag(group[0]) and len(group) > 1:
+        if len(group) > 1 and is_secret_flag(group[0], group[1]):
             name = flag_env_name(group[0])
             for value in group[1:]:
                 redactor.add(value)

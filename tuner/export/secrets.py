@@ -1,4 +1,4 @@
-"""Keeping secrets out of exports.
+"""Keeping secrets out of exports (the policy itself is ``tuner.secret_policy``).
 
 A secret reaches an engine three ways: an env var named like one (``HF_TOKEN``), an env var the
 space copies from tune's own environment (``engine.pass_env``), or a flag whose name says so
@@ -10,35 +10,15 @@ Every export file is then scanned for the values known to this process, as a las
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tuner.errors import SecretLeakError
+from tuner.secret_policy import REDACTED, flag_env_name, is_env_ref, is_secret_flag, scrub_text
 
-# A flag is secret when its last words say so: --hf-token, --api-key, but not
-# --max-num-batched-tokens.
-SECRET_FLAG = re.compile(r"(^|-)(token|secret|password|passwd|api-key|access-key|key-id)$", re.I)
-# The env var each engine reads for a secret flag, so "${NAME}" is the natural stand-in.
-FLAG_ENV = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
-REDACTED = "<redacted>"
-# Well-known token shapes, for free text (failure reasons, log lines) holding a secret this
-# process was never told about (an HF_TOKEN set only when the study ran).
-TOKEN_SHAPES = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,})\b"
-    r"|(?<=Bearer )[A-Za-z0-9._~+/-]{16,}=*",
-    re.IGNORECASE,
-)
+__all__ = ["REDACTED", "Redactor", "flag_env_name", "is_secret_flag"]
+
 _MIN_LEN = 4  # shorter values ("1", "yes") would match everywhere and are no secret anyway
-
-
-def is_secret_flag(flag: str) -> bool:
-    return flag.startswith("-") and bool(SECRET_FLAG.search(flag.lstrip("-")))
-
-
-def flag_env_name(flag: str) -> str:
-    """``--api-key`` -> ``VLLM_API_KEY``; any other secret flag -> its name in capitals."""
-    return FLAG_ENV.get(flag, flag.lstrip("-").replace("-", "_").upper())
 
 
 class Redactor:
@@ -48,7 +28,7 @@ class Redactor:
         self.values: set[str] = set()
 
     def add(self, value: str | None) -> None:
-        if value and len(value) >= _MIN_LEN and value != REDACTED:
+        if value and len(value) >= _MIN_LEN and value != REDACTED and not is_env_ref(value):
             self.values.add(value)
 
     def add_env(self, env: Mapping[str, str], secret_keys: Iterable[str]) -> None:
@@ -57,10 +37,7 @@ class Redactor:
             self.add(os.environ.get(key))
 
     def scrub(self, text: str) -> str:
-        # Longest first, so a secret containing another is replaced whole.
-        for value in sorted(self.values, key=len, reverse=True):
-            text = text.replace(value, REDACTED)
-        return TOKEN_SHAPES.sub(REDACTED, text)
+        return scrub_text(text, self.values)
 
     def check(self, path: Path, text: str) -> None:
         """Raise if ``text`` (bound for ``path``) holds a known secret value, naming no value."""

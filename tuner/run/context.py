@@ -24,6 +24,7 @@ from tuner.run.trial import TrialRunner
 from tuner.samplers.registry import DEFAULT_SAMPLER, check_sampler, make_sampler
 from tuner.space import Space, load_space
 from tuner.space.schema import TargetSpec
+from tuner.space.stored import redact_space_data, stored_space_text
 from tuner.storage.results import StudyPaths
 from tuner.storage.urls import driver_url
 
@@ -151,7 +152,7 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
             tiers=tiers,
             space_digest=digest,
             space_path=str(ctx.space_path),
-            space_yaml=ctx.space_text,
+            space_yaml=stored_space_text(ctx.space_text),  # its secrets named only
             target_kind=ctx.space.target.kind,
             hardware=ctx.space.hardware,
             engine=ctx.space.engine.model_dump(),
@@ -171,5 +172,6 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
 
 def _space_digest(space: Space) -> str:
     keys = {"parameters", "rules", "workload", "slos", "engine", "target", "base"}
-    data = space.model_dump(mode="json", include=keys)
+    # Of the stored form: a worker launching from the stored copy joins the same study.
+    data = redact_space_data(space.model_dump(mode="json", include=keys))
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

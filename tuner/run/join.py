@@ -20,9 +20,10 @@ from tuner.run.context import RunOptions, StudyContext, open_study, prepare
 from tuner.run.loop import Joined
 from tuner.run.objective import Report, requeue, seed_queue
 from tuner.run.slots import Slot, SlotRequest
+from tuner.space.stored import stored_space_text
 from tuner.storage.lock import StudyLock
 from tuner.storage.resilient import ResilientStorage
-from tuner.storage.results import write_atomic
+from tuner.storage.results import check_study_name, write_atomic
 from tuner.storage.urls import StorageSettings, open_storage
 
 
@@ -74,6 +75,7 @@ def join_study(opts: WorkerOptions, report: Report, ctx: StudyContext | None = N
 
     ``ctx`` is the study's context when the caller prepared it already (``tune run``);
     otherwise it is prepared here, from the space the study recorded if none is given."""
+    check_study_name(opts.study)  # before the storage is touched
     storage = open_storage(opts.storage, opts.settings, requeue_lost, report)
     lock = StudyLock(opts.storage, opts.study, storage.retry)
     with lock.held():
@@ -120,10 +122,11 @@ def _existing_record(name: str, storage: ResilientStorage) -> StudyRecord:
 
 def _space_file(opts: WorkerOptions, record: StudyRecord) -> Path:
     """The space the study recorded: its original file if this node has it unchanged (so
-    relative dataset paths resolve as they did), else a copy in the results folder."""
+    relative dataset paths resolve as they did, and its secrets are at hand), else a copy in
+    the results folder, whose secrets are read from this node's environment."""
     recorded = Path(record.space_path)
     text = str(record.space_yaml)
-    if recorded.is_file() and recorded.read_text() == text:
+    if recorded.is_file() and stored_space_text(recorded.read_text()) == text:
         return recorded
     copy = opts.results_dir / opts.study / "space.yaml"
     write_atomic(copy, text)

@@ -22,6 +22,7 @@ from tuner.run.objective import Report, TrialLoop, finished_count, write_tables
 from tuner.run.parallel import run_study_in_slots
 from tuner.run.signals import sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
+from tuner.storage.urls import redact
 
 POLL_S = 2.0  # how often a run waits on a trial another process of the study is running
 
@@ -43,7 +44,7 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     with sigterm_as_interrupt():
         joined = join_study(run_options(ctx, opts), report, ctx)
         done = finished_count(joined.study)
-        report(f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage {ctx.storage_url}")
+        report(progress_line(ctx, done))
         try:
             _run_here(joined, slots[0], deadline, report)
         except KeyboardInterrupt:
@@ -53,6 +54,11 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     export_results(ctx, report)
     table = format_recommendations(recs, ctx.objective)
     return StudySummary(ctx.name, finished_count(joined.study), interrupted, recs, table)
+
+
+def progress_line(ctx: StudyContext, done: int) -> str:
+    """The run's first line: how far the study is, and where it is stored (no password)."""
+    return f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage {redact(ctx.storage_url)}"
 
 
 def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report) -> None:

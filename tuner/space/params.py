@@ -7,6 +7,8 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tuner.secret_policy import ENV_NAME, ENV_NAME_RULE
+
 Scalar = str | int | float | bool
 
 
@@ -59,6 +61,11 @@ class Parameter(BaseModel):
         description="For a flag parameter: the exact argv words per value, e.g. "
         "{enabled: [--async-scheduling], disabled: [--no-async-scheduling]}.",
     )
+
+    @field_validator("env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        return None if value is None else check_env_name(value)
 
     @field_validator("render", mode="before")
     @classmethod
@@ -154,3 +161,10 @@ def _same(a: Scalar, b: Scalar) -> bool:
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def check_env_name(name: str) -> str:
+    """``name`` if it is a plain env var name (a shell would run anything else)."""
+    if not ENV_NAME.match(name):
+        raise ValueError(f"{ENV_NAME_RULE} (got {name!r})")
+    return name

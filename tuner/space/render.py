@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from tuner.engine import EngineConfig
+from tuner.secret_policy import is_env_ref, is_secret_env, is_secret_flag
 from tuner.space.knobs import knob_form
 from tuner.space.params import Parameter, Scalar
 from tuner.space.schema import ArgValue, Space
 
 SERVED_NAME_ENGINES = frozenset({"vllm", "vllm-ascend"})
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY", re.IGNORECASE)
 
 
 def render_engine_config(
@@ -48,8 +47,9 @@ def render_engine_config(
     port = port or space.engine.port
     flags["--host"] = ["--host", space.engine.host]
     flags["--port"] = ["--port", str(port)]
-    secret = {k for k in env if _SECRET_NAME.search(k)} | set(space.engine.pass_env)
+    secret = {k for k, v in env.items() if is_secret_env(k, v)} | set(space.engine.pass_env)
     env.update({k: os.environ[k] for k in space.engine.pass_env if k in os.environ})
+    _secrets_from_environ(env, secret, flags)
     return EngineConfig(
         command=tuple(space.engine.argv_prefix()),
         args=tuple(word for words in flags.values() for word in words),
@@ -65,6 +65,25 @@ def render_engine_config(
         params=dict(full),
         tuned_env=frozenset(tuned),
     )
+
+
+def _secrets_from_environ(
+    env: dict[str, str], secret: set[str], flags: dict[str, list[str]]
+) -> None:
+    """A secret written ``${NAME}`` (as the study's stored copy of the space writes every
+    secret) is read from tune's own environment; one not set there stays unresolved (an env
+    var is left out, a flag keeps the reference). Any other ``${...}`` value is literal."""
+    for key in sorted(secret & set(env)):
+        if (name := is_env_ref(env[key])) is not None:
+            if name in os.environ:
+                env[key] = os.environ[name]
+            else:
+                del env[key]
+    for words in flags.values():
+        if words and is_secret_flag(words[0]):
+            for i, word in enumerate(words[1:], start=1):
+                if (name := is_env_ref(word)) is not None and name in os.environ:
+                    words[i] = os.environ[name]
 
 
 def _served_name(space: Space, flags: dict[str, list[str]]) -> None:

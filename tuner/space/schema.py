@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from objectives.metrics import SLO
 from objectives.workload import WorkloadSpec
 from tuner.space.knobs import ignored_env, knob_form, parse_version
-from tuner.space.params import Parameter, Scalar
+from tuner.space.params import Parameter, Scalar, check_env_name
 from tuner.space.rules import Rule, RuleSyntaxError, parse_rule
 
 ArgValue = Scalar | list[Any] | dict[str, Any] | None
@@ -50,6 +50,11 @@ class EngineSpec(BaseModel):
         description="Env vars copied from tune's own environment into the engine's (e.g. "
         "HF_TOKEN); their values are secrets and are never written out.",
     )
+
+    @field_validator("pass_env")
+    @classmethod
+    def _env_names(cls, names: list[str]) -> list[str]:
+        return [check_env_name(n) for n in names]
 
     @model_validator(mode="after")
     def _version_parses(self) -> Self:
@@ -93,6 +98,13 @@ class BaseSpec(BaseModel):
         "-> '--no-flag', a mapping -> JSON.",
     )
     env: dict[str, Scalar] = Field(default_factory=dict, description="Env vars for the engine.")
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, Scalar]) -> dict[str, Scalar]:
+        for name in env:
+            check_env_name(name)
+        return env
 
 
 class StudySpec(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from tuner.engine import EngineConfig
+from tuner.errors import StudyError
+
+STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_study_name(name: str) -> str:
+    """``name`` if it is a plain folder name under results/ (no path, no ``..``).
+
+    Raises:
+        StudyError: naming the rule and the bad name.
+    """
+    if not STUDY_NAME.match(name) or ".." in name:
+        raise StudyError(
+            f"study name {name!r}: letters, digits, '.', '_' and '-', starting with a letter "
+            "or digit, without '..' (it names a folder under the results folder)"
+        )
+    return name
 
 
 def _file_mode() -> int:
@@ -74,7 +92,7 @@ class StudyPaths:
 
     @classmethod
     def for_study(cls, results_dir: Path, study: str) -> StudyPaths:
-        return cls(results_dir / study)
+        return cls(results_dir / check_study_name(study))
 
     @property
     def storage_file(self) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 import optuna
 
 from tuner.errors import StudyError
-from tuner.storage.results import StudyPaths
+from tuner.storage.results import StudyPaths, check_study_name
 from tuner.storage.urls import StorageSettings, driver_url, open_storage, redact
 
 READ_OUTAGE_S = 60.0  # a read is better failed than stuck for half an hour of outage
@@ -32,12 +32,15 @@ def load_study(name: str, storage: str | None, results_dir: Path) -> optuna.Stud
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         known = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise StudyError(f"no study {name!r} in {storage}; studies there: {known}") from None
+        raise StudyError(
+            f"no study {name!r} in {redact(storage)}; studies there: {known}"
+        ) from None
 
 
 def open_study(name: str, storage: str | None, results_dir: Path) -> optuna.Study:
     """The study in ``storage`` (any backend tune runs on, journal files included), else in
     ``results_dir/<name>/study.db``; a missing study is a one-line error."""
+    check_study_name(name)
     if storage is None:
         return load_study(name, None, results_dir)
     backend = open_storage(storage, StorageSettings(outage_s=READ_OUTAGE_S))

@@ -36,6 +36,7 @@ from optuna.storages.journal import JournalFileBackend, JournalStorage
 from optuna.trial import TrialState
 
 from tuner.errors import StudyError
+from tuner.secret_policy import scrub_url
 from tuner.storage.resilient import ResilientStorage, Retrier
 
 StaleCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
@@ -241,9 +242,4 @@ class FileHeartbeat(BaseHeartbeat):
 
 def redact(url: str) -> str:
     """``url`` without its password, for messages."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+    return scrub_url(url)
