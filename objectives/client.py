@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import httpx
 
+from objectives.endpoint import auth_headers
 from objectives.records import BenchRequest, RequestRecord
 from objectives.sse import MalformedChunk, SSEParser, decode
 from objectives.transport import FRESH_CONNECTION, LeanTransport
@@ -58,11 +59,17 @@ def request_body(req: BenchRequest, model: str, api: Api) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def make_http_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
-    """The run's one client, on the lean streaming transport, with explicit timeouts."""
+def make_http_client(
+    base_url: str, timeout_s: float, api_key: str | None = None
+) -> httpx.AsyncClient:
+    """The run's one client, on the lean streaming transport, with explicit timeouts;
+    ``api_key`` goes with every request as ``Authorization: Bearer``."""
     timeout = httpx.Timeout(connect=30.0, read=timeout_s, write=60.0, pool=timeout_s)
     return httpx.AsyncClient(
-        base_url=server_root(base_url), transport=LeanTransport(), timeout=timeout
+        base_url=server_root(base_url),
+        transport=LeanTransport(),
+        timeout=timeout,
+        headers=auth_headers(api_key),
     )
 
 

@@ -2,8 +2,8 @@
 
 Launcher tests start it as an engine command: it parses vLLM-style flags, logs vLLM-like
 start-up lines (``non-default args: {...}``, ``Unknown vLLM environment variable detected``),
-serves ``/health`` and ``/v1/completions`` (streaming or not) on 127.0.0.1, and on request
-fails the way vLLM does at start-up. Flags starting ``--x-`` steer the behaviour:
+serves ``/health``, ``/v1/models`` and ``/v1/completions`` (streaming or not) on 127.0.0.1,
+and on request fails the way vLLM does at start-up. Flags starting ``--x-`` steer the behaviour:
 
 --x-startup-s S      seconds before the port opens (model loading)
 --x-refuse LINE      print LINE (e.g. "ValueError: ...") and exit 1 during start-up
@@ -123,6 +123,9 @@ def handler(model: str, api_key: str | None = None) -> type[BaseHTTPRequestHandl
                 return
             if self.path == "/health":
                 self._send(200, b"")
+            elif self.path == "/v1/models":
+                card = {"id": model, "object": "model", "meta": {"n_vocab": 777}}
+                self._send(200, json.dumps({"object": "list", "data": [card]}).encode())
             else:
                 self._send(404, b'{"error": "not found"}')
 

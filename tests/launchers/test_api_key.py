@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -12,7 +11,8 @@ import pytest
 
 from launchers.endpoint import EndpointLauncher, EndpointSettings
 from launchers.process import ProcessLauncher, ProcessSettings
-from tests.launchers.helpers import free_port, loopback_config, wait_listening
+from tests.launchers.helpers import free_port, loopback_config
+from tests.objectives import servers
 from tuner.errors import SetupError
 
 KEY = "sk-test-0123456789"
@@ -21,15 +21,8 @@ KEY = "sk-test-0123456789"
 @pytest.fixture
 def keyed_server() -> Iterator[int]:
     """A loopback engine that wants ``Authorization: Bearer KEY`` on every /v1 path."""
-    port = free_port()
-    argv = loopback_config(port, "--api-key", KEY).argv
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_listening(port)
-        yield port
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    with servers.keyed_server(KEY) as url:
+        yield int(url.rsplit(":", 1)[1])
 
 
 def endpoint(port: int) -> EndpointLauncher:
