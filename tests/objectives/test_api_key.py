@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from objectives.endpoint import Endpoint
 from objectives.runner import run_benchmark
 from objectives.vocab import query_server
@@ -41,3 +43,11 @@ def test_the_model_list_is_asked_with_the_key() -> None:
         keyed, _ = query_server(url, "m", api_key=KEY)
     assert without is None
     assert keyed is not None and keyed.size == 777
+
+
+def test_nobody_listening_is_recorded_as_a_refused_connection() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # bound, never listening
+        results = run_benchmark(Endpoint("m", base_url=url), workload())
+    assert [r.failures for r in results] == [{"connection refused": 4}] * 2
