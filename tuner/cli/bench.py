@@ -309,5 +309,5 @@ def bench(
     if num_prompts is None and dataset in ("random", "sharegpt"):
         opts["num_prompts"] = 200
     spec = bench_workload(opts)
-    endpoint = Endpoint(model=model, base_url=url, api_key=api_key or None)
-    run_bench(endpoint, spec, json_out, progress, workers)
+    served = Endpoint(model=model, base_url=url, api_key=api_key or None)
+    run_bench(served, spec, json_out, progress, workers)
