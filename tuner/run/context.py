@@ -23,6 +23,7 @@ from tuner.run.slots import SlotRequest
 from tuner.run.trial import TrialRunner
 from tuner.samplers.registry import DEFAULT_SAMPLER, check_sampler, make_sampler
 from tuner.space import Space, load_space
+from tuner.space.render import api_key
 from tuner.space.schema import TargetSpec
 from tuner.storage.results import StudyPaths
 from tuner.storage.urls import driver_url
@@ -86,6 +87,7 @@ def prepare(opts: RunOptions) -> StudyContext:
     if trials < 1:
         raise StudyError(f"--trials must be at least 1 (got {trials})")
     runner = TrialRunner(space, objective, space.study.ready_timeout_s)  # validates the target
+    api_key(space)  # a key variable that is named but not set fails here, not in a trial
     warnings = check_engine(space, opts.space_path, getattr(runner.settings, "cwd", None))
     text = Path(opts.space_path).read_text()
     url = opts.storage or paths.default_storage_url
@@ -172,4 +174,7 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
 def _space_digest(space: Space) -> str:
     keys = {"parameters", "rules", "workload", "slos", "engine", "target", "base"}
     data = space.model_dump(mode="json", include=keys)
+    # Where the API key is read is no part of what is measured (and older studies lack it).
+    if data["target"].get("api_key_env") is None:
+        data["target"].pop("api_key_env", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuner.engine import EngineConfig
+from tuner.errors import SetupError
 from tuner.space.knobs import knob_form
 from tuner.space.params import Parameter, Scalar
 from tuner.space.schema import ArgValue, Space
@@ -64,7 +65,26 @@ def render_engine_config(
         engine_version=space.engine.version,
         params=dict(full),
         tuned_env=frozenset(tuned),
+        api_key=api_key(space),
     )
+
+
+def api_key(space: Space) -> str | None:
+    """The key clients send, from the env var ``target.api_key_env`` names (None: not named).
+
+    Raises:
+        SetupError: the variable is named but not set here.
+    """
+    name = space.target.api_key_env
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise SetupError(
+            f"target.api_key_env: env var {name} is not set here; export it with the "
+            "server's API key before the run"
+        )
+    return value
 
 
 def _served_name(space: Space, flags: dict[str, list[str]]) -> None:
