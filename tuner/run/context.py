@@ -89,7 +89,7 @@ def prepare(opts: RunOptions) -> StudyContext:
     runner = TrialRunner(space, objective, space.study.ready_timeout_s)  # validates the target
     api_key(space)  # a key variable that is named but not set fails here, not in a trial
     warnings = check_engine(space, opts.space_path, getattr(runner.settings, "cwd", None))
-    text = Path(opts.space_path).read_text()
+    text = Path(opts.space_path).read_text(encoding="utf-8")  # load_space checked it decodes
     url = opts.storage or paths.default_storage_url
     confirm = DEFAULT_CONFIRM if opts.confirm is None else opts.confirm
     if confirm < 0:
