@@ -73,6 +73,8 @@ class StudySummary:
     interrupted: bool
     recommendations: list[TierRecommendation] = field(default_factory=list)
     table: str = ""
+    # Why the run stopped short of its budget through a fault to fix (None: it did not).
+    stopped: str | None = None
 
 
 def prepare(opts: RunOptions) -> StudyContext:
