@@ -96,6 +96,12 @@ def prepare(opts: RunOptions) -> StudyContext:
     confirm = DEFAULT_CONFIRM if opts.confirm is None else opts.confirm
     if confirm < 0:
         raise StudyError(f"--confirm must be 0 (off) or more (got {confirm})")
+    extra: list[str] = []
+    if not space.parameters:
+        # Every sample is the same launch: one measurement is all a budget could buy.
+        if trials > 1 or confirm:
+            extra.append("the space has no parameters: one measurement, no repeats")
+        trials, confirm = 1, 0
     sampler = check_sampler(opts.sampler or DEFAULT_SAMPLER)
     make_sampler(sampler, space)  # a grid over a continuous space is refused here
     return StudyContext(
@@ -110,7 +116,7 @@ def prepare(opts: RunOptions) -> StudyContext:
         opts.timeout_s,
         confirm,
         sampler,
-        warnings,
+        [*warnings, *extra],
     )
 
 
