@@ -9,6 +9,8 @@
 - ``wait_until_ready`` polls health and then sends one real completion; it raises as soon as
   the engine is seen gone, and at the deadline otherwise. A completion answered "model does
   not exist" is a set-up error (``SetupError``), raised at once: no config would do better.
+  So is a 401 or 403 (the engine wants an API key, or another one): every probe carries the
+  key given (``Authorization: Bearer``), and no wait would make a missing key appear.
 
 Knob verification (did the engine apply what was sampled) lives in ``launchers._knobs``.
 """
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import httpx
 
+from objectives.endpoint import auth_headers
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, SetupError
 from tuner.secret_policy import scrub_text
@@ -202,20 +205,27 @@ def wait_until_ready(
     exited: Callable[[], ExitInfo | None] = lambda: None,
     capture: LogCapture | None = None,
     health_path: str = "/health",
+    api_key: str | None = None,
 ) -> None:
     """Block until health answers 200 and one real completion succeeds.
 
     ``exited`` is asked before every probe (and whenever ``capture.ended`` fires); an engine
-    seen gone raises ``exit_error`` at once. The deadline raises READY_TIMEOUT.
+    seen gone raises ``exit_error`` at once. The deadline raises READY_TIMEOUT. ``api_key``
+    goes with every probe as a bearer token.
+
+    Raises:
+        SetupError: the engine serves another model name, or refuses the key (401 / 403).
     """
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
-    with httpx.Client(base_url=base_url, timeout=httpx.Timeout(5.0, connect=1.0)) as client:
+    timeout = httpx.Timeout(5.0, connect=1.0)
+    headers = auth_headers(api_key)
+    with httpx.Client(base_url=base_url, timeout=timeout, headers=headers) as client:
         while True:
             info = exited()
             if info is not None:
                 raise exit_error(info, capture.tail() if capture else "")
-            ok, last = _probe(client, model, health_path, deadline)
+            ok, last = _probe(client, model, health_path, deadline, api_key is not None)
             if ok:
                 return
             if time.monotonic() >= deadline:
@@ -235,9 +245,12 @@ def _pause(capture: LogCapture | None, seconds: float) -> None:
         time.sleep(seconds)
 
 
-def _probe(client: httpx.Client, model: str, health_path: str, deadline: float) -> tuple[bool, str]:
+def _probe(
+    client: httpx.Client, model: str, health_path: str, deadline: float, keyed: bool
+) -> tuple[bool, str]:
     try:
         health = client.get(health_path)
+        _check_auth(health, health_path, keyed)
         if health.status_code != 200:
             return False, f"{health_path} -> {health.status_code}"
         # The first completion may compile kernels: allow it the rest of the deadline.
@@ -246,6 +259,7 @@ def _probe(client: httpx.Client, model: str, health_path: str, deadline: float) 
         done = client.post("/v1/completions", json=body, timeout=httpx.Timeout(left, connect=1.0))
     except httpx.HTTPError as err:
         return False, f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    _check_auth(done, "/v1/completions", keyed)
     if done.status_code == 404 and "does not exist" in done.text:
         raise SetupError(
             f"the engine does not serve model {model!r} (/v1/completions -> 404: "
@@ -254,3 +268,21 @@ def _probe(client: httpx.Client, model: str, health_path: str, deadline: float) 
     if done.status_code != 200:
         return False, f"/v1/completions -> {done.status_code}: {done.text[:200]}"
     return True, "ready"
+
+
+def _check_auth(resp: httpx.Response, path: str, keyed: bool) -> None:
+    """A 401 / 403 is the set-up's fault (a missing or wrong API key), never a wait's."""
+    if resp.status_code not in (401, 403):
+        return
+    said = " ".join(resp.text.split())[:200]
+    if keyed:
+        fix = (
+            "the API key sent was refused: check the value of the env var "
+            "target.api_key_env names (or base.args.api-key)"
+        )
+    else:
+        fix = (
+            "the engine wants an API key: name the env var that holds it in "
+            "target.api_key_env (or set base.args.api-key)"
+        )
+    raise SetupError(f"{path} -> {resp.status_code}: {said}; {fix}")

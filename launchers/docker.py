@@ -121,8 +121,9 @@ class DockerLauncher(Launcher):
             raise RuntimeError("wait_ready() before start()")
         base_url = f"http://{probe_host(config.host)}:{config.port}"
         model = served_model(config)
+        key = config.client_api_key
         wait_until_ready(
-            base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path
+            base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path, key
         )
         self.knob_report = record_knobs(
             config, capture.text(), capture.path.parent, self._server_info(base_url)
@@ -130,7 +131,7 @@ class DockerLauncher(Launcher):
         error = self.knob_report.error()
         if error is not None and self.settings.verify_knobs:
             raise error
-        return Endpoint(model=model, base_url=base_url)
+        return Endpoint(model=model, base_url=base_url, api_key=key)
 
     def _server_info(self, base_url: str) -> dict[str, Any] | str | None:
         if self.settings.server_info_path is None:

@@ -50,10 +50,12 @@ class EndpointLauncher(Launcher):
     def __init__(self, settings: LauncherSettings) -> None:
         super().__init__(settings)
         self._model: str | None = None
+        self._api_key: str | None = None
         self._log_path: Path | None = None
 
     def start(self, config: EngineConfig, trial_dir: Path) -> None:
         self._model = self.settings.model or config.model
+        self._api_key = config.client_api_key
         trial_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = trial_dir / "engine.log"
         note = f"external endpoint {self.settings.url} (model {self._model}); its log is not ours\n"
@@ -64,12 +66,16 @@ class EndpointLauncher(Launcher):
             raise RuntimeError("wait_ready() before start()")
         try:
             wait_until_ready(
-                self.settings.url, self._model, timeout_s, health_path=self.settings.health_path
+                self.settings.url,
+                self._model,
+                timeout_s,
+                health_path=self.settings.health_path,
+                api_key=self._api_key,
             )
         except LaunchError as err:
             # The server is not ours to configure: its absence is never the sampled config's.
             raise LaunchError(str(err), kind=FailureKind.INFRA, log_tail=err.log_tail) from None
-        return Endpoint(model=self._model, base_url=self.settings.url)
+        return Endpoint(model=self._model, base_url=self.settings.url, api_key=self._api_key)
 
     def logs(self) -> str:
         return ""

@@ -106,14 +106,15 @@ class ProcessLauncher(Launcher):
         config, capture = self._require_started()
         base_url = f"http://{probe_host(config.host)}:{config.port}"
         model = served_model(config)
+        key = config.client_api_key
         wait_until_ready(
-            base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path
+            base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path, key
         )
         self.knob_report = record_knobs(config, capture.text(), capture.path.parent)
         error = self.knob_report.error()
         if error is not None and self.settings.verify_knobs:
             raise error
-        return Endpoint(model=model, base_url=base_url)
+        return Endpoint(model=model, base_url=base_url, api_key=key)
 
     def logs(self) -> str:
         return self._capture.text() if self._capture is not None else ""

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from launchers import register
 from launchers._base import Endpoint, Launcher, LauncherSettings
-from launchers.simengine import EngineRefused, SimEngine, load_profile
+from launchers.simengine import EngineRefused, SimEngine, load_profile, profile_names
 from launchers.simengine.config import resolve
 from objectives.records import BenchRequest, RequestRecord
 from tuner.engine import EngineConfig
@@ -50,6 +50,15 @@ class SimSettings(LauncherSettings):
         description="Each tier also sleeps its virtual duration times this factor in wall "
         "time (0.01: a 100 s benchmark takes 1 s); 0 keeps tiers instant",
     )
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, name: str) -> str:
+        # Refused with the space, not as an infrastructure failure of every trial.
+        valid = profile_names()
+        if name not in valid:
+            raise ValueError(f"unknown sim profile {name!r}; valid profiles: {', '.join(valid)}")
+        return name
 
 
 def launch_seed(seed: int, trial: str) -> int:

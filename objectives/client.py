@@ -6,10 +6,11 @@ from the socket is stamped with ``time.perf_counter()`` on arrival; each SSE eve
 that read counts at that time. A chunk counts as a token event when its ``choices`` list is not
 empty, as ``vllm bench serve`` counts them (TTFT = first such chunk, ITL = gaps between them).
 
-Failures keep their reason: ``HTTP <status>: <the server's message>``, ``timeout``, ``stream
-broken`` (connection lost or the stream ended without ``[DONE]``), ``malformed chunk``, ``no
-tokens``. The server's own words are what explain a refusal, so they are kept verbatim (cut at
-300 characters): from a 4xx/5xx body (vLLM's ``{"error": {"message": ...}}``, older
+Failures keep their reason: ``HTTP <status>: <the server's message>``, ``timeout``,
+``connection refused`` (nobody listens; ``connect failed`` for any other connect error),
+``stream broken`` (connection lost or the stream ended without ``[DONE]``), ``malformed
+chunk``, ``no tokens``. The server's own words are what explain a refusal, so they are kept
+verbatim (cut at 300 characters): from a 4xx/5xx body (vLLM's ``{"error": {"message": ...}}``, older
 ``{"message": ...}``, else the raw text), and from an ``error`` event inside a 200 stream, which
 is how vLLM refuses a streamed request whose prompt it rejects (``Token id N is out of
 vocabulary``), with the HTTP status it would have sent as ``error.code``.
@@ -25,6 +26,7 @@ from typing import Any, Literal
 
 import httpx
 
+from objectives.endpoint import auth_headers
 from objectives.records import BenchRequest, RequestRecord
 from objectives.sse import MalformedChunk, SSEParser, decode
 from objectives.transport import FRESH_CONNECTION, LeanTransport
@@ -58,11 +60,17 @@ def request_body(req: BenchRequest, model: str, api: Api) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def make_http_client(base_url: str, timeout_s: float) -> httpx.AsyncClient:
-    """The run's one client, on the lean streaming transport, with explicit timeouts."""
+def make_http_client(
+    base_url: str, timeout_s: float, api_key: str | None = None
+) -> httpx.AsyncClient:
+    """The run's one client, on the lean streaming transport, with explicit timeouts;
+    ``api_key`` goes with every request as ``Authorization: Bearer``."""
     timeout = httpx.Timeout(connect=30.0, read=timeout_s, write=60.0, pool=timeout_s)
     return httpx.AsyncClient(
-        base_url=server_root(base_url), transport=LeanTransport(), timeout=timeout
+        base_url=server_root(base_url),
+        transport=LeanTransport(),
+        timeout=timeout,
+        headers=auth_headers(api_key),
     )
 
 
@@ -82,6 +90,8 @@ class StreamingClient:
             rec.error = "timeout"
         except MalformedChunk:
             rec.error = "malformed chunk"
+        except httpx.ConnectError as err:  # no stream ever began: nobody listens, or no route
+            rec.error = "connection refused" if "refused" in str(err).lower() else "connect failed"
         except httpx.HTTPError:
             rec.error = "stream broken"
         rec.success = rec.error is None

@@ -8,7 +8,7 @@ engine was launched (the launching side imports this module, never the other way
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from objectives.records import BenchRequest, RequestRecord
@@ -39,8 +39,18 @@ class VirtualEngine(Protocol):
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where a ready engine serves: an HTTP base URL, or a virtual engine (exactly one)."""
+    """Where a ready engine serves: an HTTP base URL, or a virtual engine (exactly one).
+
+    ``api_key``, when set, goes with every HTTP request as ``Authorization: Bearer``; it is a
+    secret and is left out of the repr.
+    """
 
     model: str
     base_url: str | None = None
     virtual: VirtualEngine | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The header that carries ``api_key`` (none without a key)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}

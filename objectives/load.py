@@ -79,11 +79,14 @@ async def run_http(
     """
     assert endpoint.base_url is not None
     timeout = workload.request_timeout_s
+    key = endpoint.api_key
     pool = (
-        WorkerPool(workers, endpoint.base_url, workload.endpoint, timeout) if workers > 1 else None
+        WorkerPool(workers, endpoint.base_url, workload.endpoint, timeout, key)
+        if workers > 1
+        else None
     )
     try:
-        async with make_http_client(endpoint.base_url, timeout) as http:
+        async with make_http_client(endpoint.base_url, timeout, key) as http:
             client = StreamingClient(http, workload.endpoint, timeout)
 
             async def in_process(*args: Any) -> tuple[list[RequestRecord], ClientLag]:

@@ -415,6 +415,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 await _StampedSocket.connect(self._addresses[key], conn)
         except TimeoutError:
             raise httpx.ConnectTimeout(f"connect to {key[0]}:{key[1]} timed out") from None
+        except ConnectionRefusedError:  # its text ("Connect call failed") does not say so
+            raise httpx.ConnectError(f"connect to {key[0]}:{key[1]}: connection refused") from None
         except OSError as err:
             raise httpx.ConnectError(f"connect to {key[0]}:{key[1]}: {err}") from None
         self._open.add(conn)

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import httpx
 
 from objectives.client import server_root
+from objectives.endpoint import auth_headers
 from objectives.workload import ShareGPTDataset, WorkloadSpec
 from tuner.errors import SetupError
 
@@ -51,6 +52,9 @@ class Served(Protocol):
 
     @property
     def base_url(self) -> str | None: ...
+
+    @property
+    def api_key(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def with_vocab(
     if not _needs_vocab(workload) or endpoint.base_url is None:
         return workload
     tokenizer = _relative(workload.tokenizer, base_dir)
-    vocab, looked = find_vocab(tokenizer, endpoint.model, endpoint.base_url)
+    vocab, looked = find_vocab(tokenizer, endpoint.model, endpoint.base_url, endpoint.api_key)
     bound = vocab.id_bound() if vocab is not None else _fallback(endpoint.model, looked)
     return workload.model_copy(update={"dataset": ds.model_copy(update={"vocab_size": bound})})
 
@@ -120,7 +124,7 @@ def _fallback(model: str, looked: list[str]) -> int:
 
 
 def find_vocab(
-    tokenizer: Path | None, model: str, base_url: str | None
+    tokenizer: Path | None, model: str, base_url: str | None, api_key: str | None = None
 ) -> tuple[Vocab | None, list[str]]:
     """The vocabulary, first found wins (see the module docstring), and where it looked.
 
@@ -133,7 +137,7 @@ def find_vocab(
     looked = [f"model folder {model!r}" + ("" if folder else " (not a local folder)")]
     vocab = read_model_folder(folder) if folder is not None else None
     if vocab is None and base_url is not None:
-        vocab, note = query_server(base_url, model)
+        vocab, note = query_server(base_url, model, api_key)
         looked.append(note)
     return vocab, looked
 
@@ -240,11 +244,11 @@ def _parse_json(path: str, _mtime: int, _size: int) -> Any:
         return None
 
 
-def query_server(base_url: str, model: str) -> tuple[Vocab | None, str]:
+def query_server(base_url: str, model: str, api_key: str | None = None) -> tuple[Vocab | None, str]:
     """The vocabulary of the model a server lists in ``/v1/models``, and what was seen there."""
     url = f"{server_root(base_url)}/v1/models"
     try:
-        resp = httpx.get(url, timeout=_SERVER_TIMEOUT_S)
+        resp = httpx.get(url, timeout=_SERVER_TIMEOUT_S, headers=auth_headers(api_key))
         entry = _listed(resp.json(), model) if resp.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None, f"GET {url} (no answer)"

@@ -39,9 +39,11 @@ def split(n: int, concurrency: int, workers: int) -> list[tuple[list[int], int]]
 class WorkerPool:
     """K spawned client processes, kept for a whole run (started once, before the first tier)."""
 
-    def __init__(self, workers: int, base_url: str, api: Api, timeout_s: float) -> None:
+    def __init__(
+        self, workers: int, base_url: str, api: Api, timeout_s: float, api_key: str | None = None
+    ) -> None:
         self.workers = workers
-        self._args = (base_url, api, timeout_s)
+        self._args = (base_url, api, timeout_s, api_key)
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         # Spawn every process now (imports take a second), not inside the first measured tier.
         for f in [self._pool.submit(sleep, 0.2) for _ in range(workers)]:
@@ -100,6 +102,7 @@ def _run_share(
     base_url: str,
     api: Api,
     timeout_s: float,
+    api_key: str | None,
     requests: list[BenchRequest],
     bodies: list[bytes],
     concurrency: int,
@@ -107,7 +110,7 @@ def _run_share(
     start: float,
 ) -> tuple[list[RequestRecord], ClientLag]:
     return asyncio.run(
-        _share(base_url, api, timeout_s, requests, bodies, concurrency, arrivals, start)
+        _share(base_url, api, timeout_s, api_key, requests, bodies, concurrency, arrivals, start)
     )
 
 
@@ -115,12 +118,13 @@ async def _share(
     base_url: str,
     api: Api,
     timeout_s: float,
+    api_key: str | None,
     requests: list[BenchRequest],
     bodies: list[bytes],
     concurrency: int,
     arrivals: list[float],
     start: float,
 ) -> tuple[list[RequestRecord], ClientLag]:
-    async with make_http_client(base_url, timeout_s) as http:
+    async with make_http_client(base_url, timeout_s, api_key) as http:
         client = StreamingClient(http, api, timeout_s)
         return await drive(client, requests, bodies, concurrency, arrivals, start=start)

@@ -35,6 +35,15 @@ class EngineConfig:
     # Env names a sampled parameter set (the rest of ``env`` is the space's shared base): only
     # these are judged by the knob-applied check.
     tuned_env: frozenset[str] = frozenset()
+    # The key clients send as ``Authorization: Bearer`` (read at run time from the env var the
+    # space names); a secret, so it never shows in a repr. ``client_api_key`` falls back to the
+    # engine's own ``--api-key`` flag.
+    api_key: str | None = field(default=None, repr=False)
+
+    @property
+    def client_api_key(self) -> str | None:
+        """What requests to this engine must carry as a bearer token (None: nothing)."""
+        return self.api_key or flag_value(self.argv, "--api-key")
 
     @property
     def argv(self) -> list[str]:
@@ -47,6 +56,7 @@ class EngineConfig:
     def secret_values(self) -> list[str]:
         """Every credential value this launch carries (secret env values, credential flags)."""
         values = [v for k, v in self.env.items() if k in self.secret_env and v]
+        values += [self.api_key] if self.api_key else []
         values += [v for v, hidden in zip(self.argv, self._hidden(), strict=True) if hidden]
         return [v for v in values if v]
 
@@ -100,3 +110,14 @@ def _is_flag(word: str) -> bool:
     except ValueError:
         return True
     return False
+
+
+def flag_value(argv: tuple[str, ...] | list[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``argv`` (``--flag V`` or ``--flag=V``; the last one wins)."""
+    found = None
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif word.startswith(flag + "="):
+            found = word.split("=", 1)[1]
+    return found

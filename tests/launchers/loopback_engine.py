@@ -2,8 +2,8 @@
 
 Launcher tests start it as an engine command: it parses vLLM-style flags, logs vLLM-like
 start-up lines (``non-default args: {...}``, ``Unknown vLLM environment variable detected``),
-serves ``/health`` and ``/v1/completions`` (streaming or not) on 127.0.0.1, and on request
-fails the way vLLM does at start-up. Flags starting ``--x-`` steer the behaviour:
+serves ``/health``, ``/v1/models`` and ``/v1/completions`` (streaming or not) on 127.0.0.1,
+and on request fails the way vLLM does at start-up. Flags starting ``--x-`` steer the behaviour:
 
 --x-startup-s S      seconds before the port opens (model loading)
 --x-refuse LINE      print LINE (e.g. "ValueError: ...") and exit 1 during start-up
@@ -15,6 +15,9 @@ fails the way vLLM does at start-up. Flags starting ``--x-`` steer the behaviour
 --x-alloc-mb N       allocate N MiB during start-up (meets a container memory limit)
 --x-child            spawn a child process that lives as long as the group
 --x-ignore-sigterm   keep running on SIGTERM (stop must escalate to SIGKILL)
+
+``--api-key KEY`` is vLLM's own flag: every ``/v1`` path then answers 401 unless the request
+carries ``Authorization: Bearer KEY`` (``/health`` stays open, as in vLLM).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, object]]:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--api-key", default=None)
     parser.add_argument("--x-startup-s", type=float, default=0.0)
     parser.add_argument("--x-refuse", default=None)
     parser.add_argument("--x-oom", action="store_true")
@@ -99,19 +103,36 @@ def start_up(args: argparse.Namespace, extra: dict[str, object]) -> None:
         time.sleep(1)
 
 
-def handler(model: str) -> type[BaseHTTPRequestHandler]:
+def handler(model: str, api_key: str | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
             log(format % args)
 
+        def _refused(self) -> bool:
+            # vLLM's --api-key: every /v1 route wants the bearer token, health does not.
+            wanted = f"Bearer {api_key}"
+            if api_key is None or not self.path.startswith("/v1"):
+                return False
+            if self.headers.get("Authorization") == wanted:
+                return False
+            self._send(401, b'{"error": "Unauthorized"}')
+            return True
+
         def do_GET(self) -> None:
+            if self._refused():
+                return
             if self.path == "/health":
                 self._send(200, b"")
+            elif self.path == "/v1/models":
+                card = {"id": model, "object": "model", "meta": {"n_vocab": 777}}
+                self._send(200, json.dumps({"object": "list", "data": [card]}).encode())
             else:
                 self._send(404, b'{"error": "not found"}')
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if self._refused():
+                return
             if self.path != "/v1/completions":
                 return self._send(404, b'{"error": "not found"}')
             if body.get("model") != model:
@@ -153,7 +174,7 @@ def main() -> None:
         signal.signal(signal.SIGTERM, lambda *_: log("SIGTERM ignored"))
     start_up(args, extra)
     served = args.served_model_name or args.model
-    server = ThreadingHTTPServer((args.host, args.port), handler(served))
+    server = ThreadingHTTPServer((args.host, args.port), handler(served, args.api_key))
     log(f"Started server process; listening on http://{args.host}:{args.port}")
     server.serve_forever()
 

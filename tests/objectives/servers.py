@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +30,33 @@ def vllm_like_server(*args: str) -> Iterator[str]:
     """tests/objectives/vllm_like_server.py (vLLM's prompt checks) with ``args``; its URL."""
     with _serve(Path(__file__).with_name("vllm_like_server.py"), list(args)) as url:
         yield url
+
+
+@contextmanager
+def keyed_server(api_key: str, model: str = "m") -> Iterator[str]:
+    """tests/launchers/loopback_engine.py started with ``--api-key``: every /v1 path answers
+    401 without ``Authorization: Bearer <api_key>``; yields its base URL."""
+    script = ROOT / "tests" / "launchers" / "loopback_engine.py"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    argv = [sys.executable, str(script), model, "--port", str(port), "--api-key", api_key]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def tiny_model(folder: Path) -> Path:

@@ -76,9 +76,9 @@ def test_timeout(paced_server: str) -> None:
     assert rec.error == "timeout" and not rec.success
 
 
-def test_refused_connection_is_a_broken_stream() -> None:
+def test_refused_connection_says_so() -> None:
     (rec,) = asyncio.run(send_all("http://127.0.0.1:9", ["paced"]))
-    assert rec.error == "stream broken"
+    assert rec.error == "connection refused"
 
 
 def test_stale_keepalive_connection_is_retried_once() -> None:

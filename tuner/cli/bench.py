@@ -8,9 +8,11 @@ client saturated (its numbers are then not the server's; the table and JSON are 
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 import typer
 from pydantic import ValidationError
 from rich.console import Console
@@ -35,6 +37,33 @@ def parse_tiers(text: str) -> list[int]:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise TunerError(f"--concurrency must be comma-separated integers, got {text!r}") from None
+
+
+def check_url(url: str) -> str:
+    """``url`` when it is an http(s) URL with a host; else a one-line user error."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise TunerError(
+            f"--url must be an http:// or https:// URL with a host, e.g. "
+            f"http://127.0.0.1:8000 (got {url!r})"
+        )
+    return url
+
+
+def check_reachable(url: str, timeout_s: float = 5.0) -> None:
+    """Refuse, in one line, a server nobody answers at (before any tier is sent)."""
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.host, port), timeout=timeout_s).close()
+    except ConnectionRefusedError:
+        raise TunerError(f"the server refused the connection at {url}; is it running?") from None
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        raise TunerError(f"cannot reach the server at {url}: {why}") from None
 
 
 def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
@@ -159,10 +188,13 @@ def run_bench(
     """Run the benchmark with a progress bar, print the table, write JSON; 0 when clean.
 
     Raises:
+        TunerError: nobody answers at ``endpoint.base_url`` (before any tier is sent).
         BenchIncomplete: after printing and writing everything, when a tier had failed
             requests or a saturated client.
     """
     spec = with_vocab(spec, endpoint)  # the JSON then shows the token-id bound used
+    if endpoint.base_url is not None:
+        check_reachable(endpoint.base_url)
     console = Console(stderr=True)
     with _progress(console, progress) as bar:
         task = bar.add_task("warm-up", total=spec.requests_per_tier)
@@ -254,6 +286,16 @@ def bench(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write per-tier JSON here.")
     ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="OPENAI_API_KEY",
+            show_envvar=True,
+            show_default=False,
+            help="Sent as 'Authorization: Bearer KEY' (a server started with --api-key).",
+        ),
+    ] = None,
     progress: bool = typer.Option(True, help="Show a progress bar."),
     workers: int = typer.Option(
         1, min=1, help="Client processes per tier (when one cannot keep up; see CPU share)."
@@ -262,7 +304,10 @@ def bench(
     """Benchmark a running server at each concurrency tier (vllm bench serve's metrics)."""
     opts = dict(locals())
     opts.pop("workers")
+    opts.pop("api_key")
+    check_url(url)
     if num_prompts is None and dataset in ("random", "sharegpt"):
         opts["num_prompts"] = 200
     spec = bench_workload(opts)
-    run_bench(Endpoint(model=model, base_url=url), spec, json_out, progress, workers)
+    served = Endpoint(model=model, base_url=url, api_key=api_key or None)
+    run_bench(served, spec, json_out, progress, workers)

@@ -1,4 +1,9 @@
-"""``tune run``: flags -> RunOptions -> run_study -> exit code."""
+"""``tune run``: flags -> RunOptions -> run_study -> exit code.
+
+Exit codes: 0 when the study ran (its budget met, its time up, or its space exhausted); 1 when
+it stopped short on infrastructure faults (the last one's reason is printed: what to fix); 2
+for a user error; 130 on Ctrl-C.
+"""
 
 from __future__ import annotations
 
@@ -57,3 +62,6 @@ def run(
     typer.echo(summary.table)
     if summary.interrupted:
         raise typer.Exit(130)
+    if summary.stopped is not None:  # faults to fix, not a finished study
+        typer.echo(f"error: {summary.stopped}; fix it and rerun the same command", err=True)
+        raise typer.Exit(1)

@@ -21,10 +21,16 @@ def sim_serve(
         0.0, "--sim-startup-delay", help="Seconds before the port opens (a real engine loads)."
     ),
     seed: int = typer.Option(0, "--sim-seed", help="Seed of the run-to-run noise."),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface of this machine)."
+    ),
 ) -> None:
-    """Serve a simulated vLLM engine: [MODEL] plus any `vllm serve` flags; env vars as vLLM."""
+    """Serve a simulated vLLM engine: [MODEL] plus any `vllm serve` flags; env vars as vLLM.
+
+    It binds loopback unless ``--host`` says otherwise, like ``tune dashboard``.
+    """
     from launchers.simengine.server import serve  # starlette and uvicorn load only when serving
 
-    code = serve(list(ctx.args), os.environ, profile, seed, startup_delay)
+    code = serve(["--host", host, *ctx.args], os.environ, profile, seed, startup_delay)
     if code:
         raise EngineExited(code)

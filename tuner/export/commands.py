@@ -49,9 +49,30 @@ def docker_command(launch: LaunchConfig, space: Space) -> str:
     return render(docker_groups(launch, space), refs=launch.secret_args)
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
+
+
+def md_text(text: str) -> str:
+    """User text (the space's hardware, say) as plain markdown text: one line, markdown's
+    punctuation backslash-escaped, HTML's made entities, so it shows as written."""
+    one_line = " ".join(text.split())
+    html = one_line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", html)
+
+
+def md_code(text: str) -> str:
+    """User text as an inline code span that no backtick inside it can end."""
+    one_line = " ".join(text.split())
+    longest = max((len(run) for run in re.findall(r"`+", one_line)), default=0)
+    if not longest:
+        return f"`{one_line}`"
+    fence = "`" * (longest + 1)
+    return f"{fence} {one_line} {fence}"
+
+
 def commands_markdown(export: Export) -> str:
     data = export.data
-    lines = [f"# Recommended launches: study `{data.name}`", "", _intro(export), ""]
+    lines = [f"# Recommended launches: study {md_code(data.name)}", "", _intro(export), ""]
     for t in export.tiers:
         lines += _tier_section(t, export)
     if export.baseline is not None:
@@ -73,7 +94,8 @@ def _intro(export: Export) -> str:
     data, obj = export.data, export.data.objective
     text = (
         f"{data.space.engine.name} {data.space.engine.version} serving "
-        f"`{data.space.engine.model}` on {data.space.hardware or 'unspecified hardware'}; "
+        f"{md_code(data.space.engine.model)} on "
+        f"{md_text(data.space.hardware) or 'unspecified hardware'}; "
         f"each tier's config minimises {obj.description} ({obj.name}) "
         "among the configs that served every request of that tier and met its SLOs "
         "(a config that misses an SLO at one tier can still be another tier's answer)."

@@ -23,6 +23,7 @@ from tuner.run.slots import SlotRequest
 from tuner.run.trial import TrialRunner
 from tuner.samplers.registry import DEFAULT_SAMPLER, check_sampler, make_sampler
 from tuner.space import Space, load_space
+from tuner.space.render import api_key
 from tuner.space.schema import TargetSpec
 from tuner.space.stored import redact_space_data, stored_space_text
 from tuner.storage.results import StudyPaths
@@ -73,6 +74,8 @@ class StudySummary:
     interrupted: bool
     recommendations: list[TierRecommendation] = field(default_factory=list)
     table: str = ""
+    # Why the run stopped short of its budget through a fault to fix (None: it did not).
+    stopped: str | None = None
 
 
 def prepare(opts: RunOptions) -> StudyContext:
@@ -87,12 +90,19 @@ def prepare(opts: RunOptions) -> StudyContext:
     if trials < 1:
         raise StudyError(f"--trials must be at least 1 (got {trials})")
     runner = TrialRunner(space, objective, space.study.ready_timeout_s)  # validates the target
+    api_key(space)  # a key variable that is named but not set fails here, not in a trial
     warnings = check_engine(space, opts.space_path, getattr(runner.settings, "cwd", None))
-    text = Path(opts.space_path).read_text()
+    text = Path(opts.space_path).read_text(encoding="utf-8")  # load_space checked it decodes
     url = opts.storage or paths.default_storage_url
     confirm = DEFAULT_CONFIRM if opts.confirm is None else opts.confirm
     if confirm < 0:
         raise StudyError(f"--confirm must be 0 (off) or more (got {confirm})")
+    extra: list[str] = []
+    if not space.parameters:
+        # Every sample is the same launch: one measurement is all a budget could buy.
+        if trials > 1 or confirm:
+            extra.append("the space has no parameters: one measurement, no repeats")
+        trials, confirm = 1, 0
     sampler = check_sampler(opts.sampler or DEFAULT_SAMPLER)
     make_sampler(sampler, space)  # a grid over a continuous space is refused here
     return StudyContext(
@@ -107,7 +117,7 @@ def prepare(opts: RunOptions) -> StudyContext:
         opts.timeout_s,
         confirm,
         sampler,
-        warnings,
+        [*warnings, *extra],
     )
 
 
@@ -174,4 +184,7 @@ def _space_digest(space: Space) -> str:
     keys = {"parameters", "rules", "workload", "slos", "engine", "target", "base"}
     # Of the stored form: a worker launching from the stored copy joins the same study.
     data = redact_space_data(space.model_dump(mode="json", include=keys))
+    # Where the API key is read is no part of what is measured (and older studies lack it).
+    if data["target"].get("api_key_env") is None:
+        data["target"].pop("api_key_env", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

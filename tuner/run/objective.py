@@ -62,6 +62,7 @@ class TrialLoop:
         )
         self.infra_streak = 0
         self.free_streak = 0
+        self.last_infra: str | None = None  # the latest infrastructure fault, for the stop line
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         values = suggest(trial, self.ctx.space)
@@ -71,6 +72,7 @@ class TrialLoop:
             mark_interrupted(trial, "interrupted (Ctrl-C or SIGTERM)")
             raise
         except InfraError as err:
+            self.last_infra = str(err)
             mark_failed(trial, f"infrastructure: {err}", infra=True)
             raise
         write_outcome(trial, outcome)
@@ -131,6 +133,14 @@ class TrialLoop:
                 "launch; the space has little left to explore"
             )
         return None
+
+    def failed_stop(self) -> str | None:
+        """Why the run stopped short through no config's fault (None: it did not), with the
+        last fault's reason, which is what to fix before running the same command again."""
+        if self.infra_streak < MAX_CONSECUTIVE_INFRA_FAILURES:
+            return None
+        last = f"; the last: {self.last_infra}" if self.last_infra else ""
+        return f"{self.infra_streak} infrastructure failures in a row{last}"
 
     def record(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Progress line, table refresh and re-queue of infra failures (no stop decision)."""

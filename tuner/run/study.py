@@ -41,19 +41,23 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
         return summary
     deadline = None if ctx.timeout_s is None else time.monotonic() + ctx.timeout_s
     interrupted = False
+    stopped: str | None = None
     with sigterm_as_interrupt():
         joined = join_study(run_options(ctx, opts), report, ctx)
         done = finished_count(joined.study)
         report(progress_line(ctx, done))
         try:
-            _run_here(joined, slots[0], deadline, report)
+            stopped = _run_here(joined, slots[0], deadline, report)
         except KeyboardInterrupt:
             interrupted = True
             report("interrupted: the running engine was stopped; rerun the same command to resume")
     recs = write_tables(ctx, joined.study)
     export_results(ctx, report)
     table = format_recommendations(recs, ctx.objective)
-    return StudySummary(ctx.name, finished_count(joined.study), interrupted, recs, table)
+    done = finished_count(joined.study)
+    if stopped is not None:
+        stopped = f"stopped with {done} of {ctx.trials} trials done after {stopped}"
+    return StudySummary(ctx.name, done, interrupted, recs, table, stopped)
 
 
 def progress_line(ctx: StudyContext, done: int) -> str:
@@ -61,13 +65,15 @@ def progress_line(ctx: StudyContext, done: int) -> str:
     return f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage {redact(ctx.storage_url)}"
 
 
-def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report) -> None:
+def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report) -> str | None:
     """The budget through the one claim / run / tell loop every worker runs, then, once it is
-    met, the leaders of every tier launched again."""
+    met, the leaders of every tier launched again. Returns why it stopped short through a
+    fault to fix (``TrialLoop.failed_stop``), else None."""
     loop = TrialLoop(joined.ctx, joined.study, report, slot)
     worker = WorkerLoop(joined, loop, identity(slot), poll_s=POLL_S)
     if worker.run(deadline, report).done:  # explored in full: confirm the leaders
         confirm_leaders(worker, joined.ctx.confirm, deadline)
+    return loop.failed_stop()
 
 
 def export_results(ctx: StudyContext, report: Report) -> None:

@@ -26,6 +26,12 @@ def load_space(path: Path | str) -> Space:
     except ValidationError as err:
         raise SpaceError(f"{path}: {format_validation_error(err)}") from None
     settings_of(space, path)
+    if space.sim is not None:  # what '--launcher sim' runs: refused now, not in a trial
+        sim = launcher_class("sim").settings_model
+        try:
+            sim.model_validate(space.sim)
+        except ValidationError as err:
+            raise SpaceError(f"{path}: {format_validation_error(err, prefix='sim')}") from None
     return space
 
 
@@ -49,9 +55,18 @@ def settings_of(space: Space, path: Path | str = "<space>") -> LauncherSettings:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as err:
         raise SpaceError(f"{path}: cannot read space file ({err.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        raise SpaceError(
+            f"{path}: not UTF-8 text: byte 0x{raw[err.start]:02x} at line {line}, column "
+            f"{column}; save the file as UTF-8"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:

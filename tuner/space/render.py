@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tuner.engine import EngineConfig
+from tuner.errors import SetupError
 from tuner.secret_policy import is_env_ref, is_secret_env, is_secret_flag
 from tuner.space.knobs import knob_form
 from tuner.space.params import Parameter, Scalar
@@ -64,6 +65,7 @@ def render_engine_config(
         engine_version=space.engine.version,
         params=dict(full),
         tuned_env=frozenset(tuned),
+        api_key=api_key(space),
     )
 
 
@@ -84,6 +86,24 @@ def _secrets_from_environ(
             for i, word in enumerate(words[1:], start=1):
                 if (name := is_env_ref(word)) is not None and name in os.environ:
                     words[i] = os.environ[name]
+
+
+def api_key(space: Space) -> str | None:
+    """The key clients send, from the env var ``target.api_key_env`` names (None: not named).
+
+    Raises:
+        SetupError: the variable is named but not set here.
+    """
+    name = space.target.api_key_env
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise SetupError(
+            f"target.api_key_env: env var {name} is not set here; export it with the "
+            "server's API key before the run"
+        )
+    return value
 
 
 def _served_name(space: Space, flags: dict[str, list[str]]) -> None:

@@ -82,8 +82,15 @@ class TargetSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     kind: str = Field(description="Launcher kind: sim, process, docker or endpoint.")
+    api_key_env: str | None = Field(
+        None,
+        description="Env var whose value (read at run time, never written out) clients send "
+        "as 'Authorization: Bearer' to a server that wants an API key; without it, the "
+        "engine's own --api-key from base.args is sent.",
+    )
 
     def settings(self) -> dict[str, Any]:
+        """The launcher kind's own settings (everything but ``kind`` and ``api_key_env``)."""
         return dict(self.model_extra or {})
 
 
