@@ -8,6 +8,7 @@ The ``docker run`` command is what the docker launcher would start (see ``docker
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Collection, Sequence
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from launchers.simengine import SimEngine
 from objectives.endpoint import Endpoint
 from objectives.runner import run_benchmark
@@ -12,6 +14,7 @@ from objectives.workload import RandomDataset, WorkloadSpec
 MODEL = "MiniMaxAI/MiniMax-M2.5"
 
 
+@pytest.mark.slow  # the same workload over HTTP and virtual time: about 6 s
 def test_http_and_virtual_time_agree(sim_server: Callable[..., str]) -> None:
     workload = WorkloadSpec(
         dataset=RandomDataset(kind="random", input_len=300, output_len=150),

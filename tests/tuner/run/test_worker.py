@@ -85,6 +85,7 @@ def assert_exact(study: optuna.Study, budget: int) -> None:
     assert len(chains) == len(set(chains)), "a failed trial was re-run to completion twice"
 
 
+@pytest.mark.slow  # two sim studies side by side: about 7 s
 def test_run_on_two_gpu_groups_runs_two_trials_at_once(
     tmp_path: Path, small_space: dict[str, Any]
 ) -> None:
