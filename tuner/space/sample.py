@@ -32,10 +32,4 @@ def violated_rules(space: Space, values: dict[str, Scalar]) -> list[str]:
 
 def rules_violation(space: Space, values: dict[str, Scalar]) -> float:
     """How far ``values`` are from satisfying every rule (0 when they do), for the sampler."""
-    total = 0.0
-    for rule in space.parsed_rules():
-        if not rule.holds(values):
-            lhs, rhs = rule.lhs.value(values), rule.rhs.value(values)
-            scale = max(abs(lhs), abs(rhs), 1.0)
-            total += max(abs(lhs - rhs) / scale, 1e-3)
-    return total
+    return sum(rule.violation(values) for rule in space.parsed_rules())

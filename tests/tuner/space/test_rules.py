@@ -29,3 +29,31 @@ def test_rule_syntax_errors(text) -> None:
 
 def test_rule_names() -> None:
     assert parse_rule("a * 2 <= b / c").names == {"a", "b", "c"}
+
+
+@pytest.mark.parametrize(
+    ("values", "holds"),
+    [
+        ({"moe_backend": "deep_gemm", "deep_gemm_dense": "0"}, False),
+        ({"moe_backend": "deep_gemm", "deep_gemm_dense": "1"}, True),
+        ({"moe_backend": "auto", "deep_gemm_dense": "0"}, True),  # the condition is not met
+    ],
+)
+def test_a_conditional_rule_forbids_a_contradictory_pair(values, holds) -> None:
+    rule = parse_rule('if moe_backend == "deep_gemm" then deep_gemm_dense == "1"')
+    assert rule.holds(values) is holds
+    assert rule.names == {"moe_backend", "deep_gemm_dense"}
+    assert (rule.violation(values) > 0) is not holds
+
+
+def test_a_quoted_value_is_compared_as_text_with_numbers_too() -> None:
+    rule = parse_rule("if async_scheduling == 'on' then num_speculative_tokens == 0")
+    assert not rule.holds({"async_scheduling": "on", "num_speculative_tokens": 3})
+    assert rule.holds({"async_scheduling": "on", "num_speculative_tokens": 0})
+    assert parse_rule('hccl_buffsize != "200"').holds({"hccl_buffsize": 512})
+
+
+@pytest.mark.parametrize("text", ['a < "x"', 'if a == "x" b == 1', "if then a == 1"])
+def test_quoted_and_conditional_syntax_errors(text) -> None:
+    with pytest.raises(RuleSyntaxError):
+        parse_rule(text)
