@@ -11,6 +11,7 @@ parallel. Memory refusals (weights do not fit, empty or too small KV pool) are i
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> Si
         kv_bytes_per_token=_kv_bytes(ns.kv_cache_dtype, profile),
         devices=ns.tensor_parallel_size,
         expert_parallel=ns.enable_expert_parallel,
+        **_graphs(ns, seqs, spec_k, profile),
         **_ascend(ns, e, profile),
     )
     return SimConfig(
@@ -117,6 +119,37 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> Si
         hccl_buffsize_mb=e.int("HCCL_BUFFSIZE", d.hccl_buffsize_mb),
         notes=tuple(notes),
     )
+
+
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+
+
+def _graphs(ns: argparse.Namespace, seqs: int, spec_k: int, profile: Profile) -> dict[str, Any]:
+    """The cudagraph mode and the largest captured decode batch. vLLM's default size is
+    twice the decode rows ``max_num_seqs`` can hold, capped at 512; ``--enforce-eager``
+    captures nothing."""
+    text = ns.compilation_config or ""
+    cc = _compilation_json(text) if text.strip().startswith("{") else {}
+    mode = str(cc.get("cudagraph_mode", profile.defaults.cudagraph_mode)).upper()
+    if mode not in CUDAGRAPH_MODES:
+        raise _refuse(f"ValueError: invalid cudagraph_mode {mode!r}, expected {CUDAGRAPH_MODES}")
+    sizes = cc.get("cudagraph_capture_sizes")
+    default = min(2 * seqs * (1 + spec_k), 512)
+    top = cc.get("max_cudagraph_capture_size") or ns.max_cudagraph_capture_size
+    top = max(sizes) if sizes else int(top or default)
+    return {"cudagraph_mode": "NONE" if ns.enforce_eager else mode, "max_capture": top}
+
+
+def _compilation_json(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise EngineRefused(
+            f"vllm serve: error: argument --compilation-config/-O: {err}",
+            FailureKind.REFUSED,
+            exit_code=2,
+        ) from err
+    return value if isinstance(value, dict) else {}
 
 
 def _refuse(line: str, kind: FailureKind = FailureKind.REFUSED) -> EngineRefused:
@@ -273,7 +306,14 @@ def _ascend(ns: argparse.Namespace, e: Env, profile: Profile) -> dict[str, Any]:
     if tq not in (0, 1, 2):
         raise _refuse(f"ValueError: TASK_QUEUE_ENABLE must be 0, 1 or 2, got {tq}")
     aiv = (e.str("HCCL_OP_EXPANSION_MODE") or "").upper() == "AIV"
-    return {"hccl_aiv": aiv, "fused_mc2": mc2, "flashcomm1": fc1, "task_queue": tq}
+    binding = extra.get("enable_cpu_binding") in (True, "true", "True", 1)
+    return {
+        "hccl_aiv": aiv,
+        "fused_mc2": mc2,
+        "flashcomm1": fc1,
+        "task_queue": tq,
+        "cpu_binding": binding,
+    }
 
 
 def _as_int(value: object) -> int:

@@ -23,7 +23,9 @@ devices under expert parallel), plus fixed costs:
 - collectives: per layer one attention all-reduce and the MoE dispatch + combine, each a
   latency plus a ring transfer of ``M x hidden x 2`` bytes; Ascend's HCCL AIV shortens the
   latency, FlashComm1 the bytes, fused MC2 overlaps the MoE exchange with its GEMMs.
-- fixed costs: non-GEMM kernels per layer; graph replay of a decode-only step; the cost of a
+- fixed costs: non-GEMM kernels per layer; graph replay of a decode-only step (kernels outside
+  the graphs the cudagraph mode captures pay a launch each, ``eager_attn_us`` and
+  ``eager_rest_us`` per layer); the cost of a
   step holding prefill (``mixed_step_ms``, reached from 4096 prefill tokens: such steps run
   outside the captured graphs with per-request attention planning; calibrated, it is what
   makes many small chunks slower than few big ones, scenario 1b's S2 -> S3 and scenario 2's
@@ -69,8 +71,11 @@ class Knobs:
     fused_mc2: int = 0
     flashcomm1: bool = False
     task_queue: int = 0
+    cpu_binding: bool = False
     devices: int = 0  # tensor-parallel ranks (0: all of the profile's devices)
     expert_parallel: bool = True
+    cudagraph_mode: str = "FULL_AND_PIECEWISE"  # vLLM's default since 0.11
+    max_capture: int = 512  # largest decode batch (query rows) a full graph was captured for
 
 
 @dataclass(frozen=True)
@@ -205,11 +210,36 @@ class StepModel:
         layer = m.layers * o.layer_us * 1e-6 * fused
         elementwise = m.layers * rows * m.hidden * 2 * 12 / self.devices / self.bw
         launch = o.decode_graph_ms + o.mixed_step_ms * min(1.0, pf_tokens / MIXED_FULL_TOKENS)
-        return layer + elementwise + launch * 1e-3
+        return layer + elementwise + launch * 1e-3 + self._eager(rows, pf_tokens)
+
+    def _eager(self, rows: int, pf_tokens: int) -> float:
+        """Launch costs of kernels a step runs outside graphs, relative to the profile's
+        default cudagraph mode (which its calibrated fixed costs already hold)."""
+        mine = self._eager_us(self.k.cudagraph_mode, rows, pf_tokens, self.k.max_capture)
+        # The calibration's decode batches were all within the captured sizes.
+        default = self._eager_us(self.p.defaults.cudagraph_mode, rows, pf_tokens, rows)
+        return self.p.model.layers * (mine - default) * 1e-6
+
+    def _eager_us(self, mode: str, rows: int, pf_tokens: int, capture: int) -> float:
+        """Per layer, us: FULL_AND_PIECEWISE replays a full graph for decode-only steps up to
+        the largest captured size and piecewise graphs (attention eager) for the rest;
+        PIECEWISE leaves attention eager in every step; FULL_DECODE_ONLY runs mixed steps
+        fully eager; NONE runs everything eager (vLLM's CUDA graphs design notes). A mixed
+        step's piecewise cost is in ``mixed_step_ms``."""
+        o = self.p.overheads
+        full_graph = pf_tokens == 0 and rows <= capture
+        attn = 0.0 if pf_tokens else o.eager_attn_us
+        if mode == "NONE":
+            return o.eager_attn_us + o.eager_rest_us
+        if mode == "PIECEWISE" or (mode == "FULL_AND_PIECEWISE" and not full_graph):
+            return attn
+        return 0.0 if full_graph else o.eager_rest_us + attn  # FULL_DECODE_ONLY, FULL
 
     def _host_launch(self) -> float:
         o = self.p.overheads
         factor = self.p.ascend.task_queue_launch_factor[self.k.task_queue]
+        if self.k.cpu_binding:
+            factor *= self.p.ascend.cpu_binding_launch_factor
         return o.host_launch_ms * factor * 1e-3
 
     def _cpu(self, seqs: int) -> float:

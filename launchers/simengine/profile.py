@@ -115,6 +115,12 @@ class Overheads(_Strict):
     sched_ms: float = Field(description="CPU scheduling + input prep per step, ms")
     sched_us_per_seq: float = Field(description="CPU cost per scheduled sequence, us")
     host_launch_ms: float = Field(0.0, description="Host op-dispatch cost per step (Ascend eager)")
+    eager_attn_us: float = Field(
+        0.0, description="Per layer: launching the attention kernels outside a graph, us"
+    )
+    eager_rest_us: float = Field(
+        0.0, description="Per layer: launching the other kernels outside a graph, us"
+    )
     dense_half_rows: float = Field(description="Batch rows at which dense GEMMs reach half peak")
     dense_eff: float = Field(description="Dense GEMM fraction of 8-bit peak (default kernels)")
     deep_gemm_dense_eff: float = Field(description="Dense GEMM fraction of peak with DeepGEMM")
@@ -139,6 +145,9 @@ class Defaults(_Strict):
     block_size: int = Field(description="KV block size in tokens")
     gpu_memory_utilization: float = Field(description="Default memory fraction")
     async_scheduling: bool = Field(description="Async scheduling on when no flag says otherwise")
+    cudagraph_mode: str = Field(
+        "FULL_AND_PIECEWISE", description="compilation-config cudagraph_mode when not given"
+    )
     task_queue: int = Field(0, description="TASK_QUEUE_ENABLE when unset (Ascend)")
     hccl_buffsize_mb: int = Field(0, description="HCCL_BUFFSIZE when unset (Ascend)")
 
@@ -155,6 +164,11 @@ class Ascend(_Strict):
     )
     task_queue2_extra_gb: float = Field(0.0, description="Extra peak memory of task queue 2")
     mc2_min_buffsize_mb: int = Field(0, description="HCCL_BUFFSIZE fused MC2 needs")
+    cpu_binding_launch_factor: float = Field(
+        1.0,
+        description="Host launch cost with additional-config enable_cpu_binding (each rank's "
+        "threads pinned to cores near its NPU)",
+    )
 
 
 class Profile(_Strict):

@@ -88,7 +88,8 @@ def test_too_little_headroom_runs_out_of_memory_under_load() -> None:
 
 
 def test_mc2_without_a_big_enough_hccl_buffer_fails_on_prefill() -> None:
-    args = ["-tp", "16", "--enable-expert-parallel"]
+    # A prefill step of 8K tokens (the 64 GB die's default budget is 2K) outgrows the buffer.
+    args = ["-tp", "16", "--enable-expert-parallel", "--max-num-batched-tokens", "8192"]
     env = {"VLLM_ASCEND_ENABLE_FUSED_MC2": "1"}
     with pytest.raises(LaunchError):
         SimEngine.from_argv(args, env, "910c", 0).run(workload(1, 20_000, 5), 1)

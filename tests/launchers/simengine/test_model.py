@@ -103,3 +103,35 @@ def test_bigger_token_budget_shrinks_the_kv_pool() -> None:
     assert big.memory.kv_tokens < small
     more = SimEngine.from_argv([*H200, "--gpu-memory-utilization", "0.95"], {}, "h200x4", 0)
     assert more.memory.kv_tokens > small
+
+
+def _graphs(mode: str, *more: str) -> list[str]:
+    return [*H200, "--compilation-config", f'{{"cudagraph_mode": "{mode}"}}', *more]
+
+
+def test_cudagraph_modes_cost_launches_where_they_leave_kernels_eager() -> None:
+    default = step(H200, {}, DECODE_20)
+    assert step(_graphs("FULL_AND_PIECEWISE"), {}, DECODE_20) == default
+    piecewise = step(_graphs("PIECEWISE"), {}, DECODE_20)  # attention outside the graph
+    assert piecewise > default
+    assert step(_graphs("NONE"), {}, DECODE_20) > piecewise
+    assert step([*H200, "--enforce-eager"], {}, DECODE_20) == step(_graphs("NONE"), {}, DECODE_20)
+    # FULL_DECODE_ONLY replays decode steps whole but runs mixed steps without any graph.
+    assert step(_graphs("FULL_DECODE_ONLY"), {}, DECODE_20) == default
+    assert step(_graphs("FULL_DECODE_ONLY"), {}, PREFILL) > step(H200, {}, PREFILL)
+
+
+def test_a_decode_batch_above_the_largest_captured_size_runs_piecewise() -> None:
+    small = ["--compilation-config", '{"max_cudagraph_capture_size": 16}']
+    assert step([*H200, *small], {}, DECODE_20) > step(H200, {}, DECODE_20)
+    assert step([*H200, *small], {}, DECODE_1) == step(H200, {}, DECODE_1)
+
+
+def test_an_unknown_cudagraph_mode_is_refused_at_start_up() -> None:
+    with pytest.raises(Exception, match="cudagraph_mode"):
+        step(_graphs("SOMETIMES"), {}, DECODE_1)
+
+
+def test_cpu_binding_shortens_a_host_bound_ascend_step() -> None:
+    binding = [*A3, "--additional-config", '{"enable_cpu_binding": true}']
+    assert step(binding, {}, DECODE_1, "910c") < step(A3, {}, DECODE_1, "910c") * 0.99
