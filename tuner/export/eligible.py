@@ -5,7 +5,11 @@ asks two more things of a pick, and ``Policy`` encodes them:
 
 - it must not win by queueing users: a config whose server held users back at the tier (it
   never ran them all at once while requests waited, ``users_held`` > 0) may win that tier only
-  where the space sets SLOs for it, so that the wait is bounded and the SLO line is the proof;
+  where the space sets SLOs for it, so that the wait is bounded and the SLO line is the proof,
+  and only if its users wait for their first token no longer than where the fewest are held:
+  its median TTFT is within ``HELD_TTFT_RATIO`` of the best eligible config that held the
+  fewest users, none where one seated them all (a P99 TTFT limit alone lets a seat limit
+  through, as the last of a burst waits anyway);
 - it must not give up most of a replica's capacity for latency: its output throughput reaches
   ``throughput_floor`` of the best a feasible config reached at the tier.
 
@@ -23,6 +27,10 @@ from tuner.record.pooling import Config
 from tuner.space.schema import Space
 
 THROUGHPUT = "output_throughput"
+TTFT = "median_ttft_ms"
+# Queueing shows as a median TTFT several times the seated configs' (5x at 20 users with 16
+# seats on the H200 space); 1.25 leaves room for run-to-run noise.
+HELD_TTFT_RATIO = 1.25
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,9 @@ class Eligible:
     best_throughput: float | None
     held: list[Config] = field(default_factory=list)
     below_floor: list[Config] = field(default_factory=list)
+    queued: list[Config] = field(default_factory=list)  # held, and users waited longer for it
+    seated_ttft: float | None = None  # best median TTFT of those that held the fewest users
+    seated_held: float = 0.0  # the fewest users an eligible config held
 
     @classmethod
     def at(cls, groups: Sequence[Config], tier: int, policy: Policy) -> Eligible:
@@ -70,12 +81,40 @@ class Eligible:
                 out.below_floor.append(c)
             else:
                 out.configs.append(c)
+        out._drop_queueing(tier)
         return out
+
+    def _drop_queueing(self, tier: int) -> None:
+        """Configs that held more users than the fewest any eligible config held, with a
+        median TTFT beyond ``HELD_TTFT_RATIO`` of the best of those that held the fewest."""
+        held = {c.root.number: users_held(c, tier) for c in self.configs}
+        if not held or max(held.values()) == 0:
+            return
+        fewest = min(held.values())
+        seated = [t for c in self.configs if held[c.root.number] == fewest and (t := ttft(c, tier))]
+        if not seated:
+            return
+        self.seated_ttft, self.seated_held = min(seated), fewest
+        limit = HELD_TTFT_RATIO * self.seated_ttft
+        self.queued = [
+            c
+            for c in self.configs
+            if held[c.root.number] > fewest and (ttft(c, tier) or 0.0) > limit
+        ]
+        self.configs = [c for c in self.configs if c not in self.queued]
 
 
 def throughput(c: Config, tier: int) -> float | None:
     return c.mean_metrics(tier, (THROUGHPUT,)).get(THROUGHPUT)
 
 
+def ttft(c: Config, tier: int) -> float | None:
+    return c.mean_metrics(tier, (TTFT,)).get(TTFT)
+
+
+def users_held(c: Config, tier: int) -> float:
+    return c.worst_server(tier, "users_held") or 0.0
+
+
 def holds_users(c: Config, tier: int) -> bool:
-    return (c.worst_server(tier, "users_held") or 0.0) > 0
+    return users_held(c, tier) > 0

@@ -28,7 +28,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
-from tuner.export.eligible import THROUGHPUT, Eligible, Policy, throughput
+from tuner.export.eligible import THROUGHPUT, Eligible, Policy, throughput, ttft
 from tuner.record.pooling import Config, configs, noise_cv, spread
 from tuner.record.trial import TrialRecord
 
@@ -154,12 +154,28 @@ def choice_line(
         parts.append(
             f"its server never ran {rec.users_held:g} of its {pool.tier} users at once while "
             f"requests waited, within the tier's SLOs ({policy.slo_text.get(pool.tier, '')})"
+            + _seated(rec, pool)
         )
     if rec.preemptions:
         parts.append(
             f"it preempted {rec.preemptions:g} requests (ranked after configs that did not)"
         )
     return "; ".join(parts) + _left_out(pool, policy)
+
+
+def _seated(rec: TierRecommendation, pool: Eligible) -> str:
+    picked = [c for c in pool.configs if c.root.number == rec.trial]
+    mine = ttft(picked[0], pool.tier) if picked else None
+    if pool.seated_ttft is None or mine is None:
+        return ""
+    if rec.users_held == pool.seated_held:
+        return ", the fewest any eligible config held"
+    where = (
+        "every user was seated"
+        if not pool.seated_held
+        else (f"the fewest users were held ({pool.seated_held:g})")
+    )
+    return f" and a median TTFT of {mine:.0f} ms against {pool.seated_ttft:.0f} ms where {where}"
 
 
 def _trade(rec: TierRecommendation, pool: Eligible, objective: Objective) -> str:
@@ -181,6 +197,11 @@ def _left_out(pool: Eligible, policy: Policy) -> str:
     out = []
     if pool.held:
         out.append(f"{len(pool.held)} held users waiting with no SLO at this tier")
+    if pool.queued:
+        out.append(
+            f"{len(pool.queued)} held more users back and made them wait longer for a first "
+            "token than a config that held the fewest"
+        )
     if pool.below_floor:
         out.append(
             f"{len(pool.below_floor)} below {policy.throughput_floor:.0%} of the tier's best "

@@ -31,6 +31,8 @@ class Trials:
         tiers: dict[str, dict[str, Any]] = {"1": {"p99_tpot_ms": c1}, "8": {"p99_tpot_ms": c8}}
         if (tput := attrs.pop("tput", None)) is not None:
             tiers["1"]["output_throughput"] = tput
+        if (ttft := attrs.pop("ttft", None)) is not None:
+            tiers["1"]["median_ttft_ms"] = ttft
         server = {k: attrs.pop(k) for k in ("users_held", "num_preemptions") if k in attrs}
         tiers["1"]["server"] = server
         trial = optuna.trial.create_trial(
@@ -225,6 +227,36 @@ def test_a_config_that_holds_users_back_wins_only_within_slos() -> None:
     assert pick.trial == 1 and pick.users_held == 12.0
     assert "never ran 12 of its 1 users at once" in pick.choice
     assert "p99_ttft_ms <= 60000" in pick.choice
+
+
+def test_a_held_config_whose_users_wait_longer_than_seated_ones_cannot_win() -> None:
+    """Within a P99 TTFT limit a seat limit still wins P99 TPOT by queueing: the median user
+    waits 5x longer for a first token than where everyone is seated. It is left out; a held
+    config whose users wait no longer may still win, and its line gives both TTFTs."""
+    bounded = Policy(slo_tiers=frozenset({1}), slo_text={1: "p99_ttft_ms <= 60000"})
+    t = Trials()
+    t.add(8192, 30.0, 1.0, baseline=True, tput=100.0, ttft=2500.0)
+    t.add(32768, 20.0, 1.0, tput=95.0, ttft=12700.0, users_held=4.0)
+    (pick,) = recommend(t.all, P99, [1], bounded)
+    assert pick.trial == 0
+    assert "1 held more users back and made them wait longer for a first token" in pick.choice
+    t.add(2048, 22.0, 1.0, tput=95.0, ttft=2800.0, users_held=2.0)  # within 1.25x of 2500
+    (pick,) = recommend(t.all, P99, [1], bounded)
+    assert pick.trial == 2
+    assert "a median TTFT of 2800 ms against 2500 ms where every user was seated" in pick.choice
+
+
+def test_where_every_config_holds_users_the_one_holding_the_fewest_sets_the_wait() -> None:
+    """At a tier no config seats entirely (KV runs out), a seat limit that holds 24 of 40
+    users cannot win by queueing them behind one that holds 8."""
+    bounded = Policy(slo_tiers=frozenset({1}), slo_text={1: "p99_ttft_ms <= 120000"})
+    t = Trials()
+    t.add(8192, 30.0, 1.0, baseline=True, tput=100.0, ttft=23000.0, users_held=8.0)
+    t.add(32768, 20.0, 1.0, tput=90.0, ttft=63000.0, users_held=24.0)
+    (pick,) = recommend(t.all, P99, [1], bounded)
+    assert pick.trial == 0
+    assert "never ran 8 of its 1 users" in pick.choice
+    assert "the fewest any eligible config held" in pick.choice
 
 
 def test_a_config_that_preempted_ranks_after_those_that_did_not() -> None:

@@ -1,0 +1,34 @@
+"""README's study on the simulated engine recommends, at every tier, a config a serving
+engineer would deploy: it meets the tier's SLOs and does not win by queueing users."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from tuner.record.trial import TrialRecord
+from tuner.run.study import RunOptions, run_study
+from tuner.space import load_space
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+SPACE = Path(__file__).resolve().parents[2] / "search_spaces" / "minimax_h200.yaml"
+
+
+def test_every_tier_is_served_within_its_slos_without_queueing(tmp_path: Path) -> None:
+    opts = RunOptions(space_path=SPACE, launcher="sim", trials=40, results_dir=tmp_path)
+    summary = run_study(opts, report=lambda _: None)
+    space = load_space(SPACE)
+    storage = f"sqlite:///{tmp_path}/minimax_h200/study.db"
+    trials = optuna.load_study(study_name="minimax_h200", storage=storage).trials
+    for rec in summary.recommendations:
+        c = rec.concurrency
+        assert rec.trial is not None, f"c{c}: no pick"
+        for run in rec.runs:  # every launch of the pick met the tier's SLOs
+            assert TrialRecord.of(trials[run]).feasible_at(c), f"c{c}: trial {run}"
+        seats = rec.params.get("max_num_seqs", 1024)
+        if seats < c:  # a seat limit under the tier: only within SLOs, held no more than any
+            assert any(s.applies_to(c) for s in space.slos)
+            assert "the fewest any eligible config held" in rec.choice, rec.choice
