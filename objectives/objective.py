@@ -1,4 +1,9 @@
-"""Objectives: which per-tier metric a study optimises, and in which direction."""
+"""Objectives: which per-tier metric a study optimises, and in which direction.
+
+``--objective`` names one (``p99_tpot``) or a list (``p99_tpot,p99_ttft``): the first is what
+the study optimises and each tier's pick is best at; the others are what each tier's Pareto
+front trades it against (output throughput when none is named).
+"""
 
 from __future__ import annotations
 
@@ -69,3 +74,23 @@ def get_objective(name: str) -> Objective:
     except KeyError:
         valid = ", ".join(OBJECTIVES)
         raise TunerError(f"unknown objective {name!r}; valid objectives: {valid}") from None
+
+
+def parse_objectives(text: str) -> tuple[Objective, tuple[Objective, ...]]:
+    """The optimised objective and the ones its front trades against, from ``a`` or ``a,b``."""
+    names = [n.strip() for n in text.split(",")]
+    if not any(names) or not all(names):
+        raise TunerError(f"--objective {text!r}: name one objective, or several with commas")
+    objectives = [get_objective(n) for n in names]
+    if len({o.key for o in objectives}) < len(objectives):
+        raise TunerError(f"--objective {text!r}: an objective is named twice")
+    return objectives[0], tuple(objectives[1:])
+
+
+def front_axes(objective: Objective, against: tuple[Objective, ...] = ()) -> tuple[Objective, ...]:
+    """What a tier's front trades: the objective against ``against``, else against output
+    throughput (or P99 TPOT, when the objective is throughput itself)."""
+    if against:
+        return (objective, *against)
+    other = "p99_tpot" if objective.key == "output_throughput" else "output_throughput"
+    return (objective, OBJECTIVES[other])

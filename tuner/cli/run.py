@@ -22,7 +22,12 @@ from tuner.samplers.registry import DEFAULT_SAMPLER, SAMPLERS
 @app.command()
 def run(
     space: Path = typer.Option(..., "--space", help="Search-space YAML file."),
-    objective: str = typer.Option(None, "--objective", help="Objective, e.g. p99_tpot."),
+    objective: str = typer.Option(
+        None,
+        "--objective",
+        help="Objective, e.g. p99_tpot; a list (p99_tpot,p99_ttft) makes each tier's front "
+        "trade the first against the others instead of against output throughput.",
+    ),
     trials: int = typer.Option(None, "--trials", help="Finished trials the study should hold."),
     timeout: str = typer.Option(None, "--timeout", help="Stop starting trials after e.g. 8h."),
     launcher: str = typer.Option(None, "--launcher", help="'sim' runs the simulated engine."),

@@ -53,7 +53,9 @@ def build_export(data: StudyData) -> Export:
     redactor = Redactor()
     collect_secrets(data.space, redactor)
     by_number = {t.number: t for t in data.trials}
-    tiers = build_tiers(data.trials, data.objective, data.tiers, Policy.of(data.space))
+    tiers = build_tiers(
+        data.trials, data.objective, data.tiers, Policy.of(data.space), data.against
+    )
     out = []
     for tier in tiers:
         rec = tier.recommended

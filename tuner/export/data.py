@@ -39,6 +39,11 @@ class StudyData:
     trials: list[FrozenTrial] = field(default_factory=list)
 
     @property
+    def against(self) -> tuple[Objective, ...]:
+        """What each tier's front trades the objective against (empty: output throughput)."""
+        return tuple(get_objective(n) for n in self.record.trade_off or [])
+
+    @property
     def target_kind(self) -> str:
         """The launcher the trials ran on (``sim`` when ``--launcher sim`` replaced the target)."""
         return str(self.record.target_kind or self.space.target.kind)

@@ -1,4 +1,4 @@
-"""Which feasible configs may be a tier's pick, and the one line that explains the pick.
+"""Which feasible configs may be a tier's pick (``tuner.export.why`` says why in one line).
 
 Feasible at a tier means every request served and the tier's SLOs met. A serving engineer
 asks two more things of a pick, and ``Policy`` encodes them:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from tuner.export.tiers import FRONT_X, Point, Tier
+from tuner.export.tiers import Point, Tier
 
 W, H = 640, 400
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 40, 50
@@ -56,34 +56,35 @@ def _fmt(v: float) -> str:
 
 
 def pareto_svg(tier: Tier) -> str:
-    y = tier.y_key
-    pts = [p for p in tier.points if FRONT_X in p.metrics and y in p.metrics]
+    x, y = tier.x.key, tier.y.key
+    pts = [p for p in tier.points if x in p.metrics and y in p.metrics]
     c = tier.concurrency
     head = (
         f'<svg class="pareto" id="pareto-c{c}" data-points="{len(pts)}" '
         f'xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
-        f'role="img" aria-label="{_label(y)} against output throughput at concurrency {c}">'
+        f'role="img" aria-label="{_label(y)} against {_label(x)} at concurrency {c}">'
     )
     if not pts:
         msg = "no trial measured this tier"
         return f'{head}<text x="{W / 2}" y="{H / 2}" text-anchor="middle">{msg}</text></svg>'
-    xt = nice_ticks(*_padded([p.metrics[FRONT_X] for p in pts]))
+    xt = nice_ticks(*_padded([p.metrics[x] for p in pts]))
     yt = nice_ticks(*_padded([p.metrics[y] for p in pts]))
     sx, sy = _Scale(xt, LEFT, W - RIGHT), _Scale(yt, H - BOTTOM, TOP)
-    body = [_axes(xt, yt, sx, sy, y), _front_line(tier, sx, sy), '<g class="marks">']
+    body = [_axes(xt, yt, sx, sy, tier), _front_line(tier, sx, sy), '<g class="marks">']
     body += [_mark(p, tier, sx, sy) for p in sorted(pts, key=lambda p: _layer(p, tier))]
     body += ["</g>", _legend()]
     return head + "".join(body) + "</svg>"
 
 
 def _label(key: str) -> str:
-    """``p99_tpot_ms`` -> ``p99 TPOT (ms)``."""
-    unit = " (ms)" if key.endswith("_ms") else ""
+    """``p99_tpot_ms`` -> ``p99 TPOT (ms)``, ``output_throughput`` -> ``output throughput
+    (tok/s)``."""
+    unit = " (ms)" if key.endswith("_ms") else " (tok/s)" if key.endswith("throughput") else ""
     words = key.removesuffix("_ms").split("_")
     return " ".join(w.upper() if w in {"tpot", "ttft", "itl", "e2el"} else w for w in words) + unit
 
 
-def _axes(xt: Sequence[float], yt: Sequence[float], sx: _Scale, sy: _Scale, y_key: str) -> str:
+def _axes(xt: Sequence[float], yt: Sequence[float], sx: _Scale, sy: _Scale, tier: Tier) -> str:
     out = ['<g class="axes" font-size="11" fill="#333">']
     for v in xt:
         x = sx(v)
@@ -99,12 +100,13 @@ def _axes(xt: Sequence[float], yt: Sequence[float], sx: _Scale, sy: _Scale, y_ke
     )
     out.append(
         f'<text x="{(LEFT + W - RIGHT) / 2}" y="{H - 12}" text-anchor="middle" font-size="12">'
-        "output throughput (tok/s), right is better</text>"
+        f"{_label(tier.x.key)}, {'right' if tier.x.direction == 'maximize' else 'left'} is "
+        "better</text>"
     )
     out.append(
         f'<text transform="translate(16 {(TOP + H - BOTTOM) / 2}) rotate(-90)" '
         'text-anchor="middle" font-size="12">'
-        f"{_label(y_key)}, down is better</text>"
+        f"{_label(tier.y.key)}, down is better</text>"
     )
     return "".join(out) + "</g>"
 
@@ -113,8 +115,8 @@ def _front_line(tier: Tier, sx: _Scale, sy: _Scale) -> str:
     front = tier.front_points()
     if len(front) < 2:
         return ""
-    y = tier.y_key
-    xy = " ".join(f"{sx(p.metrics[FRONT_X])},{sy(p.metrics[y])}" for p in front)
+    x, y = tier.x.key, tier.y.key
+    xy = " ".join(f"{sx(p.metrics[x])},{sy(p.metrics[y])}" for p in front)
     return (
         f'<polyline class="front" points="{xy}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>'
     )
@@ -127,13 +129,14 @@ def _layer(p: Point, tier: Tier) -> tuple[int, int]:
 
 
 def _mark(p: Point, tier: Tier, sx: _Scale, sy: _Scale) -> str:
-    x, y = sx(p.metrics[FRONT_X]), sy(p.metrics[tier.y_key])
+    xk, yk = tier.x.key, tier.y.key
+    x, y = sx(p.metrics[xk]), sy(p.metrics[yk])
     status = "" if p.feasible else f" (infeasible: {p.failure})"
     if p.feasible and not p.eligible:
         status = " (feasible, not eligible: held users or below the throughput floor)"
     title = escape(
-        f"trial {p.trial}: {_label(tier.y_key)} {p.metrics[tier.y_key]:.2f}, "
-        f"{p.metrics[FRONT_X]:.1f} tok/s{status}"
+        f"trial {p.trial}: {_label(yk)} {p.metrics[yk]:.2f}, {_label(xk)} "
+        f"{p.metrics[xk]:.1f}{status}"
     )
     rec = tier.recommended is not None and p.trial == tier.recommended.trial
     if rec:

@@ -27,8 +27,9 @@ import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial
 
-from objectives.objective import Objective
-from tuner.export.eligible import THROUGHPUT, Eligible, Policy, throughput, ttft
+from objectives.objective import Objective, front_axes
+from tuner.export.eligible import Eligible, Policy
+from tuner.export.why import choice_line
 from tuner.record.pooling import Config, configs, noise_cv, spread
 from tuner.record.trial import TrialRecord
 
@@ -72,17 +73,25 @@ def recommend(
     objective: Objective,
     tiers: Sequence[int],
     policy: Policy | None = None,
+    against: tuple[Objective, ...] = (),
 ) -> list[TierRecommendation]:
-    """For each tier, the eligible config (``Policy``) with the best pooled objective value."""
+    """For each tier, the eligible config (``Policy``) with the best pooled objective value;
+    its line says what it traded against ``against`` (output throughput when empty)."""
     groups = list(configs(trials).values())
     base = next((c for c in groups if c.is_baseline), None)
     policy = policy or Policy()
-    return [_recommend_tier(groups, objective, tier, base, policy) for tier in tiers]
+    goal = (objective, front_axes(objective, against)[1])
+    return [_recommend_tier(groups, goal, tier, base, policy) for tier in tiers]
 
 
 def _recommend_tier(
-    groups: Sequence[Config], objective: Objective, tier: int, base: Config | None, policy: Policy
+    groups: Sequence[Config],
+    goal: tuple[Objective, Objective],
+    tier: int,
+    base: Config | None,
+    policy: Policy,
 ) -> TierRecommendation:
+    objective = goal[0]
     cv = noise_cv(groups, objective, tier)
     rec = TierRecommendation(concurrency=tier, trial=None, noise_cv=cv)
     pool = Eligible.at(groups, tier, policy)
@@ -94,7 +103,7 @@ def _recommend_tier(
         rec.metrics = best.mean_metrics(tier, SHOWN_METRICS)
         rec.users_held = best.worst_server(tier, "users_held")
         rec.preemptions = best.worst_server(tier, "num_preemptions")
-    rec.choice = choice_line(rec, pool, objective, policy)
+    rec.choice = choice_line(best, rec.value, pool, goal, policy)
     if base is not None:
         rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)
         rec.baseline_runs, rec.baseline_values = _pooled(base, objective, tier)
@@ -141,73 +150,6 @@ def rank_score(c: Config, objective: Objective, tier: int, cv: float | None) -> 
     mean = statistics.fmean(vals)
     penalty = RANK_Z * (cv or 0.0) * abs(mean) / math.sqrt(len(vals))
     return mean + penalty if objective.direction == "minimize" else mean - penalty
-
-
-def choice_line(
-    rec: TierRecommendation, pool: Eligible, objective: Objective, policy: Policy
-) -> str:
-    """What the pick gave up for what, whom it held back within which SLOs, what was left out."""
-    if rec.trial is None:
-        return f"c{pool.tier}: no eligible config" + _left_out(pool, policy)
-    parts = [f"c{pool.tier}: trial {rec.trial} " + _trade(rec, pool, objective)]
-    if rec.users_held:
-        parts.append(
-            f"its server never ran {rec.users_held:g} of its {pool.tier} users at once while "
-            f"requests waited, within the tier's SLOs ({policy.slo_text.get(pool.tier, '')})"
-            + _seated(rec, pool)
-        )
-    if rec.preemptions:
-        parts.append(
-            f"it preempted {rec.preemptions:g} requests (ranked after configs that did not)"
-        )
-    return "; ".join(parts) + _left_out(pool, policy)
-
-
-def _seated(rec: TierRecommendation, pool: Eligible) -> str:
-    picked = [c for c in pool.configs if c.root.number == rec.trial]
-    mine = ttft(picked[0], pool.tier) if picked else None
-    if pool.seated_ttft is None or mine is None:
-        return ""
-    if rec.users_held == pool.seated_held:
-        return ", the fewest any eligible config held"
-    where = (
-        "every user was seated"
-        if not pool.seated_held
-        else (f"the fewest users were held ({pool.seated_held:g})")
-    )
-    return f" and a median TTFT of {mine:.0f} ms against {pool.seated_ttft:.0f} ms where {where}"
-
-
-def _trade(rec: TierRecommendation, pool: Eligible, objective: Objective) -> str:
-    fastest = max(pool.configs, key=lambda c: throughput(c, pool.tier) or 0.0)
-    mine, top = rec.metrics.get(THROUGHPUT), throughput(fastest, pool.tier)
-    theirs = fastest.values(objective, pool.tier)
-    if fastest.root.number == rec.trial or not mine or not top or not theirs or rec.value is None:
-        return (
-            f"has the best {objective.name} and the most output throughput of the eligible configs"
-        )
-    gain = objective.gain(rec.value, sum(theirs) / len(theirs))
-    return (
-        f"gives up {1 - mine / top:.1%} of output throughput ({mine:.0f} against {top:.0f} tok/s, "
-        f"trial {fastest.root.number}) for {gain:.1%} better {objective.name}"
-    )
-
-
-def _left_out(pool: Eligible, policy: Policy) -> str:
-    out = []
-    if pool.held:
-        out.append(f"{len(pool.held)} held users waiting with no SLO at this tier")
-    if pool.queued:
-        out.append(
-            f"{len(pool.queued)} held more users back and made them wait longer for a first "
-            "token than a config that held the fewest"
-        )
-    if pool.below_floor:
-        out.append(
-            f"{len(pool.below_floor)} below {policy.throughput_floor:.0%} of the tier's best "
-            "throughput"
-        )
-    return f" ({'; '.join(out)} left out)" if out else ""
 
 
 def _verdict(rec: TierRecommendation, is_base: bool) -> str:

@@ -19,7 +19,8 @@ def show_study(name: str, storage: str | None, results_dir: Path) -> str:
     objective = get_objective(str(record.objective))
     trials = study.get_trials(deepcopy=False)
     space = space_from_text(name, str(record.space_yaml))
-    recs = recommend(trials, objective, record.tiers, Policy.of(space))
+    against = tuple(get_objective(n) for n in record.trade_off or [])
+    recs = recommend(trials, objective, record.tiers, Policy.of(space), against)
     complete = [r for r in map(TrialRecord.of, trials) if r.complete]
     confirms = sum(1 for r in complete if r.confirm_of is not None)
     done = len(complete) - confirms

@@ -14,13 +14,11 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
-from objectives.objective import Objective
+from objectives.objective import Objective, front_axes, get_objective
 from tuner.export.eligible import Eligible, Policy
 from tuner.export.recommend import recommend
 from tuner.record.pooling import Config, configs, relative_range
 
-FRONT_X = "output_throughput"  # maximised
-FRONT_Y = "p99_tpot_ms"  # minimised: the other axis when the objective is throughput itself
 FIGURE_KEYS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
 
 
@@ -55,7 +53,11 @@ class Tier:
     recommended: Point | None = None
     baseline: Point | None = None
     gain: float | None = None  # objective's relative improvement over the baseline
-    y_key: str = FRONT_Y  # the front's other axis: the objective, minimised
+    # The front's axes (``front_axes``): the objective against throughput, or what
+    # ``--objective`` named; ``x`` and ``y`` are how a plot draws them.
+    axes: tuple[Objective, ...] = field(
+        default_factory=lambda: front_axes(get_objective("p99_tpot"))
+    )
     choice: str = ""  # the recommendation's one line: what was given up for what
 
     def point(self, trial: int) -> Point | None:
@@ -64,18 +66,30 @@ class Tier:
     def front_points(self) -> list[Point]:
         return [p for n in self.front if (p := self.point(n)) is not None]
 
+    @property
+    def x(self) -> Objective:
+        return plot_axes(self.axes)[0]
+
+    @property
+    def y(self) -> Objective:
+        return plot_axes(self.axes)[1]
+
 
 def build_tiers(
-    trials: Sequence[FrozenTrial], objective: Objective, tiers: Sequence[int], policy: Policy
+    trials: Sequence[FrozenTrial],
+    objective: Objective,
+    tiers: Sequence[int],
+    policy: Policy,
+    against: tuple[Objective, ...] = (),
 ) -> list[Tier]:
     groups = list(configs(trials).values())
-    recs = recommend(trials, objective, tiers, policy)
+    recs = recommend(trials, objective, tiers, policy, against)
+    axes = front_axes(objective, against)
     out = []
-    y_key = objective.key if objective.direction == "minimize" else FRONT_Y
     for tier, rec in zip(tiers, recs, strict=True):
         eligible = {c.root.number for c in Eligible.at(groups, tier, policy).configs}
         points = [p for c in groups if (p := _point(c, tier, objective, eligible))]
-        built = Tier(tier, points, pareto_front(points, y_key), y_key=y_key, choice=rec.choice)
+        built = Tier(tier, points, pareto_front(points, axes), axes=axes, choice=rec.choice)
         built.recommended = built.point(rec.trial) if rec.trial is not None else None
         base = rec.baseline_trial
         built.baseline = built.point(base) if base is not None else None
@@ -105,14 +119,24 @@ def _metric_keys(c: Config, tier: int) -> list[str]:
     return sorted({k for t in c.runs for k in t.tier(tier)})
 
 
-def pareto_front(points: Sequence[Point], y_key: str = FRONT_Y) -> list[int]:
-    """Eligible points no other eligible point beats on both ``y_key`` and throughput."""
-    cand = [p for p in points if p.eligible and FRONT_X in p.metrics and y_key in p.metrics]
-    front = [p for p in cand if not any(_dominates(q, p, y_key) for q in cand)]
-    front.sort(key=lambda p: (p.metrics[FRONT_X], p.trial))
+def pareto_front(points: Sequence[Point], axes: Sequence[Objective]) -> list[int]:
+    """Eligible points no other eligible point beats on every axis (and strictly on one), in
+    rising order of the plot's horizontal axis."""
+    keys = [o.key for o in axes]
+    cand = [p for p in points if p.eligible and all(k in p.metrics for k in keys)]
+    front = [p for p in cand if not any(_dominates(q, p, axes) for q in cand)]
+    x, _ = plot_axes(tuple(axes))
+    front.sort(key=lambda p: (p.metrics[x.key], p.trial))
     return [p.trial for p in front]
 
 
-def _dominates(a: Point, b: Point, y: str) -> bool:
-    ax, ay, bx, by = a.metrics[FRONT_X], a.metrics[y], b.metrics[FRONT_X], b.metrics[y]
-    return ax >= bx and ay <= by and (ax > bx or ay < by)
+def plot_axes(axes: tuple[Objective, ...]) -> tuple[Objective, Objective]:
+    """(x, y) of a front's plot: y is the first axis to minimise (down is better)."""
+    y = next((o for o in axes if o.direction == "minimize"), axes[0])
+    return next(o for o in axes if o is not y), y
+
+
+def _dominates(a: Point, b: Point, axes: Sequence[Objective]) -> bool:
+    pairs = [(a.metrics[o.key], b.metrics[o.key], o) for o in axes]
+    no_worse = all(not o.better(vb, va) for va, vb, o in pairs)
+    return no_worse and any(o.better(va, vb) for va, vb, o in pairs)

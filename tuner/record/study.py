@@ -31,6 +31,7 @@ class StudyRecord:
     hardware: str | None
     engine: dict[str, Any] | None
     created: float | None
+    trade_off: list[str] | None = None  # objectives each tier's front trades the objective against
 
     @classmethod
     def of(cls, attrs: Mapping[str, Any]) -> StudyRecord:
@@ -44,6 +45,7 @@ class StudyRecord:
             hardware=attrs.get("hardware"),
             engine=attrs.get("engine"),
             created=attrs.get("created"),
+            trade_off=attrs.get("trade_off"),
         )
 
     @classmethod
@@ -59,6 +61,12 @@ class StudyRecord:
     def write(self, study: optuna.Study) -> None:
         for key, value in asdict(self).items():
             study.set_user_attr(key, value)
+
+
+def write_trade_off(study: optuna.Study, names: list[str]) -> None:
+    """What the fronts trade against is how results are read, not what was measured: a rerun
+    may change it."""
+    study.set_user_attr("trade_off", names)
 
 
 def missing_keys(attrs: Mapping[str, Any]) -> list[str]:

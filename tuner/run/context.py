@@ -13,11 +13,11 @@ from pathlib import Path
 
 import optuna
 
-from objectives.objective import Objective, get_objective
+from objectives.objective import Objective, parse_objectives
 from tuner.errors import SpaceError, StudyError
 from tuner.export.recommend import TierRecommendation
 from tuner.record.pooling import DEFAULT_CONFIRM
-from tuner.record.study import StudyRecord
+from tuner.record.study import StudyRecord, write_trade_off
 from tuner.run.preflight import check_engine
 from tuner.run.slots import SlotRequest
 from tuner.run.trial import TrialRunner
@@ -63,6 +63,7 @@ class StudyContext:
     confirm: int = DEFAULT_CONFIRM
     sampler: str = DEFAULT_SAMPLER
     warnings: list[str] = field(default_factory=list)  # shown once when the run starts
+    against: tuple[Objective, ...] = ()  # what each tier's front trades the objective against
 
 
 @dataclass
@@ -83,7 +84,7 @@ def prepare(opts: RunOptions) -> StudyContext:
     space = load_space(opts.space_path)
     if opts.launcher and opts.launcher != space.target.kind:
         space = _retarget(space, opts.launcher, opts.space_path)
-    objective = get_objective(opts.objective or space.study.objective or "")
+    objective, against = parse_objectives(opts.objective or space.study.objective or "")
     name = opts.study or space.study.name or Path(opts.space_path).stem
     paths = StudyPaths.for_study(opts.results_dir, name)
     trials = opts.trials if opts.trials is not None else space.study.trials
@@ -118,6 +119,7 @@ def prepare(opts: RunOptions) -> StudyContext:
         confirm,
         sampler,
         [*warnings, *extra],
+        against,
     )
 
 
@@ -166,6 +168,7 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
             target_kind=ctx.space.target.kind,
             hardware=ctx.space.hardware,
             engine=ctx.space.engine.model_dump(),
+            trade_off=[o.name for o in ctx.against],
         ).write(study)
         return
     if record.objective != ctx.objective.name:
@@ -178,6 +181,8 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
             f"study {ctx.name!r} was created from a different space (parameters, rules, target "
             "or workload changed); use --study NEW_NAME for a new study"
         )
+    if (record.trade_off or []) != [o.name for o in ctx.against]:
+        write_trade_off(study, [o.name for o in ctx.against])
 
 
 def _space_digest(space: Space) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from objectives.objective import front_axes
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError
 from tuner.export.eligible import Policy
@@ -210,12 +211,14 @@ def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendat
     tiers = list(ctx.space.workload.tiers)
     # Through a temp file and a rename, like every result: a crash never leaves half a table.
     write_atomic(ctx.paths.trials_csv, trials_table(study, tiers).to_csv(index=False))
-    recs = recommend(study.get_trials(deepcopy=False), ctx.objective, tiers, Policy.of(ctx.space))
+    trials = study.get_trials(deepcopy=False)
+    recs = recommend(trials, ctx.objective, tiers, Policy.of(ctx.space), ctx.against)
     write_json(
         ctx.paths.recommendations_json,
         {
             "study": ctx.name,
             "objective": ctx.objective.name,
+            "trade_off": [o.name for o in front_axes(ctx.objective, ctx.against)[1:]],
             "tiers": [r.to_json() for r in recs],
         },
     )

@@ -7,13 +7,14 @@ from pathlib import Path
 import optuna
 import pytest
 
+from objectives.objective import front_axes, get_objective
 from tests.tuner.export.conftest import CONFIGS, TIERS, figures
 from tuner.errors import SecretLeakError
 from tuner.export.build import Export, build_export
 from tuner.export.data import load_study_data
 from tuner.export.importance import MIN_TRIALS, tier_importance
 from tuner.export.secrets import Redactor
-from tuner.export.tiers import Point, pareto_front
+from tuner.export.tiers import Point, pareto_front, plot_axes
 
 
 def _export(results: Path) -> Export:
@@ -108,7 +109,8 @@ def _p(trial: int, x: float, y: float, feasible: bool = True, **more: float) -> 
 
 def test_pareto_front_ties_and_infeasible_points() -> None:
     points = [_p(0, 100, 10), _p(1, 100, 10), _p(2, 200, 20), _p(3, 150, 30), _p(4, 500, 1, False)]
-    assert pareto_front(points) == [0, 1, 2]  # equal points dominate neither; 3 is dominated
+    axes = front_axes(get_objective("p99_tpot"))
+    assert pareto_front(points, axes) == [0, 1, 2]  # equal points dominate neither; 3 is dominated
 
 
 def test_the_front_trades_the_objective_against_throughput_among_eligible_points() -> None:
@@ -120,8 +122,25 @@ def test_the_front_trades_the_objective_against_throughput_among_eligible_points
         _p(2, 300, 5, median_tpot_ms=30),
     ]
     points[2].eligible = False
-    assert pareto_front(points, "median_tpot_ms") == [1]  # 1 beats 0 on both axes
-    assert pareto_front(points, "p99_tpot_ms") == [0, 1]
+    median, p99 = get_objective("median_tpot"), get_objective("p99_tpot")
+    assert pareto_front(points, front_axes(median)) == [1]  # 1 beats 0 on both axes
+    assert pareto_front(points, front_axes(p99)) == [0, 1]
+
+
+def test_a_named_pair_makes_the_front_trade_those_two_metrics() -> None:
+    """--objective p99_tpot,p99_ttft: the front is P99 TPOT against P99 TTFT, both minimised,
+    whatever the throughput; the plot draws TTFT across and TPOT down."""
+    points = [
+        _p(0, 100, 10, p99_ttft_ms=900),
+        _p(1, 300, 20, p99_ttft_ms=500),
+        _p(2, 50, 30, p99_ttft_ms=400),
+        _p(3, 400, 25, p99_ttft_ms=950),  # the most throughput, dominated on both named axes
+    ]
+    axes = (get_objective("p99_tpot"), get_objective("p99_ttft"))
+    assert pareto_front(points, axes) == [2, 1, 0]  # rising TTFT, the plot's left to right
+    x, y = plot_axes(axes)
+    assert (x.key, y.key) == ("p99_ttft_ms", "p99_tpot_ms")
+    assert pareto_front(points, front_axes(axes[0])) == [0, 1, 3]
 
 
 def test_scrub_removes_known_values_and_token_shapes() -> None:

@@ -1,0 +1,91 @@
+"""The one line that explains a tier's pick: what it gave up for what, whom it held back
+within which SLOs, and which feasible configs were left out and why.
+
+The trade is against the other axis of the tier's front (``objectives.objective.front_axes``):
+output throughput unless ``--objective`` named more than one objective.
+"""
+
+from __future__ import annotations
+
+from objectives.objective import Objective
+from tuner.export.eligible import Eligible, Policy, ttft, users_held
+from tuner.record.pooling import Config
+
+
+def choice_line(
+    pick: Config | None,
+    value: float | None,
+    pool: Eligible,
+    goal: tuple[Objective, Objective],
+    policy: Policy,
+) -> str:
+    """The pick's line; ``value`` is its pooled objective, ``goal`` (objective, trade)."""
+    if pick is None:
+        return f"c{pool.tier}: no eligible config" + _left_out(pool, policy)
+    parts = [f"c{pool.tier}: trial {pick.root.number} " + _trade(pick, value, pool, *goal)]
+    held = users_held(pick, pool.tier)
+    if held:
+        parts.append(
+            f"its server never ran {held:g} of its {pool.tier} users at once while "
+            f"requests waited, within the tier's SLOs ({policy.slo_text.get(pool.tier, '')})"
+            + _seated(pick, held, pool)
+        )
+    if preempted := pick.worst_server(pool.tier, "num_preemptions"):
+        parts.append(f"it preempted {preempted:g} requests (ranked after configs that did not)")
+    return "; ".join(parts) + _left_out(pool, policy)
+
+
+def _seated(pick: Config, held: float, pool: Eligible) -> str:
+    mine = ttft(pick, pool.tier)
+    if pool.seated_ttft is None or mine is None:
+        return ""
+    if held == pool.seated_held:
+        return ", the fewest any eligible config held"
+    where = (
+        "every user was seated"
+        if not pool.seated_held
+        else f"the fewest users were held ({pool.seated_held:g})"
+    )
+    return f" and a median TTFT of {mine:.0f} ms against {pool.seated_ttft:.0f} ms where {where}"
+
+
+def _trade(
+    pick: Config, value: float | None, pool: Eligible, objective: Objective, trade: Objective
+) -> str:
+    def on_trade(c: Config) -> float | None:
+        return c.mean_metrics(pool.tier, (trade.key,)).get(trade.key)
+
+    scored = [(v, c) for c in pool.configs if (v := on_trade(c)) is not None]
+    mine = on_trade(pick)
+    words = trade.name.replace("_", " ")
+    if not scored or mine is None or value is None:
+        return f"has the best {objective.name} of the eligible configs"
+    top, best = scored[0]
+    for v, c in scored[1:]:
+        if trade.better(v, top):
+            top, best = v, c
+    theirs = best.values(objective, pool.tier)
+    if best is pick or not top or not theirs or not trade.better(top, mine):
+        return f"has the best {objective.name} and the best {words} of the eligible configs"
+    loss, gain = -trade.gain(mine, top), objective.gain(value, sum(theirs) / len(theirs))
+    return (
+        f"gives up {loss:.1%} of {words} ({mine:.0f} against {top:.0f} {trade.unit}, "
+        f"trial {best.root.number}) for {gain:.1%} better {objective.name}"
+    )
+
+
+def _left_out(pool: Eligible, policy: Policy) -> str:
+    out = []
+    if pool.held:
+        out.append(f"{len(pool.held)} held users waiting with no SLO at this tier")
+    if pool.queued:
+        out.append(
+            f"{len(pool.queued)} held more users back and made them wait longer for a first "
+            "token than a config that held the fewest"
+        )
+    if pool.below_floor:
+        out.append(
+            f"{len(pool.below_floor)} below {policy.throughput_floor:.0%} of the tier's best "
+            "throughput"
+        )
+    return f" ({'; '.join(out)} left out)" if out else ""
