@@ -25,7 +25,8 @@ from launchers import register
 from launchers._base import Endpoint, Launcher, LauncherSettings
 from launchers._docker_devices import busy_holders
 from launchers._docker_spec import DockerSettings, container_spec
-from launchers._http import (
+from launchers._knobs import KnobReport, record_knobs
+from launchers._startup import (
     ExitInfo,
     LogCapture,
     port_in_use,
@@ -35,7 +36,6 @@ from launchers._http import (
     served_model,
     wait_until_ready,
 )
-from launchers._knobs import KnobReport, record_knobs
 from launchers.cleanup import DEVICES, docker_client, shielded, stop_on_exit
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError

@@ -22,7 +22,8 @@ from pydantic import Field
 
 from launchers import register
 from launchers._base import Endpoint, Launcher, LauncherSettings
-from launchers._http import (
+from launchers._knobs import KnobReport, record_knobs
+from launchers._startup import (
     ExitInfo,
     LogCapture,
     port_in_use,
@@ -32,7 +33,6 @@ from launchers._http import (
     served_model,
     wait_until_ready,
 )
-from launchers._knobs import KnobReport, record_knobs
 from launchers.cleanup import shielded, stop_on_exit
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError

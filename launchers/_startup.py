@@ -1,4 +1,4 @@
-"""What every HTTP-serving launcher shares: log capture, failure classification, readiness.
+"""Watching an engine start: its log captured, its exit explained, its readiness probed.
 
 - ``LogCapture`` copies an engine's output to ``engine.log`` line by line with secret values
   redacted, keeps the last lines for error messages, and signals the end of the stream (the
