@@ -12,7 +12,8 @@
   So is a 401 or 403 (the engine wants an API key, or another one): every probe carries the
   key given (``Authorization: Bearer``), and no wait would make a missing key appear.
 
-Knob verification (did the engine apply what was sampled) lives in ``launchers._knobs``.
+Knob verification (did the engine apply what was sampled) lives in ``launchers._knobs``; the
+launch lifecycle that puts these together, in ``launchers._engine``.
 """
 
 from __future__ import annotations
