@@ -9,6 +9,7 @@ the knobs it reports applied are checked once it serves. ``HttpEngineSettings`` 
 
 from __future__ import annotations
 
+import socket
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
@@ -22,7 +23,6 @@ from launchers._knobs import KnobReport, record_knobs
 from launchers._startup import (
     ExitInfo,
     LogCapture,
-    port_in_use,
     probe_host,
     pump,
     served_model,
@@ -145,3 +145,10 @@ class HttpEngineLauncher(Launcher):
         if self._config is None or self._capture is None:
             raise RuntimeError("wait_ready() before start()")
         return self._config, self._capture
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already listens on ``host:port`` (a leftover engine, say)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
