@@ -49,7 +49,7 @@ class HttpEngineLauncher(Launcher):
 
     A subclass provides:
 
-    - ``_holds_engine()``: whether an engine of this launcher is up (``start`` refuses a second);
+    - ``_holds_engine()``: whether it holds an engine not yet stopped (``start`` refuses then);
     - ``_launch(config)``: how to start the engine, holding signals (``shielded``) while a
       half-made start could orphan it; it raises with nothing left running;
     - ``_output()``: where its log comes from, the engine's output as byte chunks until it ends;
@@ -101,6 +101,7 @@ class HttpEngineLauncher(Launcher):
 
     def stop(self) -> None:
         self._halt()
+        # The engine is gone, so its stream ends: read the last lines before closing the log.
         if self._reader is not None:
             self._reader.join(timeout=5.0)
         if self._capture is not None and not self._capture.ended.is_set():
