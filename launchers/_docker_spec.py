@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from launchers._base import LauncherSettings
 from launchers._docker_devices import device_label, device_options
+from launchers._engine import HttpEngineSettings
 from launchers.cleanup import DEVICES, MANAGED, OWNER, owner_id
 from tuner.engine import EngineConfig
 
@@ -34,7 +34,7 @@ ASCEND_DRIVER_MOUNTS = [
 ]
 
 
-class DockerSettings(LauncherSettings):
+class DockerSettings(HttpEngineSettings):
     """``target:`` settings of a containerised engine."""
 
     image: str = Field(description="Engine image, present locally (it is never pulled).")
@@ -78,12 +78,8 @@ class DockerSettings(LauncherSettings):
         "argv",
         description="argv: run the engine command as is; image: pass it to the image's entrypoint.",
     )
-    health_path: str = Field("/health", description="Path that answers 200 once up.")
     server_info_path: str | None = Field(
         None, description="Path of the engine's config report (vLLM: /server_info, dev mode)."
-    )
-    verify_knobs: bool = Field(
-        True, description="Fail the trial (knob_ignored) when the engine reports a knob ignored."
     )
     init: bool = Field(
         True, description="Run docker's init as PID 1: forwards stop signals, reaps children."

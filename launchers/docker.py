@@ -16,27 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import threading
 import time
-from pathlib import Path
 from typing import Any, ClassVar
 
 from launchers import register
-from launchers._base import Endpoint, Launcher, LauncherSettings
+from launchers._base import LauncherSettings
 from launchers._docker_devices import busy_holders
 from launchers._docker_spec import DockerSettings, container_spec
-from launchers._http import (
-    ExitInfo,
-    LogCapture,
-    port_in_use,
-    probe_host,
-    pump,
-    secret_values,
-    served_model,
-    wait_until_ready,
-)
-from launchers._knobs import KnobReport, record_knobs
-from launchers.cleanup import DEVICES, docker_client, shielded, stop_on_exit
+from launchers._engine import HttpEngineLauncher, LogStream
+from launchers._startup import ExitInfo
+from launchers.cleanup import DEVICES, docker_client, shielded
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError
 
@@ -44,43 +33,28 @@ __all__ = ["DockerLauncher", "DockerSettings", "container_spec"]
 
 
 @register
-class DockerLauncher(Launcher):
+class DockerLauncher(HttpEngineLauncher):
     """A container per launch, removed by ``stop()`` whatever happened."""
 
     kind: ClassVar[str] = "docker"
     settings_model: ClassVar[type[LauncherSettings]] = DockerSettings
     settings: DockerSettings
+    port_hint: ClassVar[str] = " (a leftover engine? `tune cleanup`)"
 
     def __init__(self, settings: LauncherSettings) -> None:
         super().__init__(settings)
         self._client: Any = None
+        self._spec: dict[str, Any] = {}
         self._container: Any = None
-        self._capture: LogCapture | None = None
-        self._reader: threading.Thread | None = None
-        self._config: EngineConfig | None = None
-        self.knob_report: KnobReport | None = None
 
-    def start(self, config: EngineConfig, trial_dir: Path) -> None:
-        if self._container is not None:
-            raise RuntimeError("launcher already started; stop() it first")
+    def _holds_engine(self) -> bool:
+        return self._container is not None
+
+    def _prepare(self, config: EngineConfig) -> None:
         self._client = client = docker_client()
         self._require_image(client)
-        spec = container_spec(self.settings, config)
-        self._wait_devices_free(client, spec["labels"][DEVICES])
-        if port_in_use(probe_host(config.host), config.port):
-            raise LaunchError(
-                f"port {config.port} on {config.host} is already in use "
-                "(a leftover engine? `tune cleanup`)",
-                kind=FailureKind.INFRA,
-            )
-        self._config = config
-        self._capture = LogCapture(trial_dir / "engine.log", secret_values(config))
-        stop_on_exit(self)  # first: it installs the SIGTERM handler that shielded() defers
-        with shielded():  # a Ctrl-C between create and the bookkeeping must not orphan it
-            self._container = self._api(client.containers.create, **spec)
-        self._api(self._container.start)
-        container = self._container
-        self._reader = pump(lambda: container.logs(stream=True, follow=True), self._capture)
+        self._spec = container_spec(self.settings, config)
+        self._wait_devices_free(client, self._spec["labels"][DEVICES])
 
     def _require_image(self, client: Any) -> None:
         from docker.errors import ImageNotFound
@@ -104,6 +78,11 @@ class DockerLauncher(Launcher):
                 )
             time.sleep(1.0)
 
+    def _launch(self, config: EngineConfig) -> None:
+        with shielded():  # a Ctrl-C between create and the bookkeeping must not orphan it
+            self._container = self._api(self._client.containers.create, **self._spec)
+        self._api(self._container.start)
+
     def _api(self, call: Any, *args: Any, **kwargs: Any) -> Any:
         from docker.errors import APIError
 
@@ -115,23 +94,9 @@ class DockerLauncher(Launcher):
             message = f"docker refused the container: {explanation}"
             raise LaunchError(message, FailureKind.INFRA) from None
 
-    def wait_ready(self, timeout_s: float) -> Endpoint:
-        config, capture = self._config, self._capture
-        if config is None or capture is None:
-            raise RuntimeError("wait_ready() before start()")
-        base_url = f"http://{probe_host(config.host)}:{config.port}"
-        model = served_model(config)
-        key = config.client_api_key
-        wait_until_ready(
-            base_url, model, timeout_s, self._exit_info, capture, self.settings.health_path, key
-        )
-        self.knob_report = record_knobs(
-            config, capture.text(), capture.path.parent, self._server_info(base_url)
-        )
-        error = self.knob_report.error()
-        if error is not None and self.settings.verify_knobs:
-            raise error
-        return Endpoint(model=model, base_url=base_url, api_key=key)
+    def _output(self) -> LogStream:
+        container = self._container
+        return lambda: container.logs(stream=True, follow=True)
 
     def _server_info(self, base_url: str) -> dict[str, Any] | str | None:
         if self.settings.server_info_path is None:
@@ -163,12 +128,13 @@ class DockerLauncher(Launcher):
         state = self._container.attrs["State"]
         if state["Status"] in ("created", "running", "restarting"):
             return None
-        if self._reader is not None:
-            self._reader.join(timeout=2.0)  # the last lines carry the reason
         return ExitInfo(code=int(state["ExitCode"]), oom_killed=bool(state["OOMKilled"]))
 
-    def logs(self) -> str:
-        return self._capture.text() if self._capture is not None else ""
+    def _halt(self) -> None:
+        with shielded():  # a second Ctrl-C during the removal must not orphan the container
+            container, self._container = self._container, None
+            if container is not None:
+                self._remove(container)
 
     def _remove(self, container: Any) -> None:
         from docker.errors import APIError, NotFound
@@ -188,16 +154,6 @@ class DockerLauncher(Launcher):
             if self._capture is not None:
                 self._capture.feed(line.encode())
             sys.stderr.write(line)
-
-    def stop(self) -> None:
-        with shielded():
-            container, self._container = self._container, None
-            if container is not None:
-                self._remove(container)
-            if self._reader is not None:
-                self._reader.join(timeout=5.0)
-            if self._capture is not None and not self._capture.ended.is_set():
-                self._capture.finish()
 
 
 def _daemon_errors() -> tuple[type[Exception], ...]:

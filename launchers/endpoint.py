@@ -16,7 +16,7 @@ from pydantic import Field, field_validator
 
 from launchers import register
 from launchers._base import Endpoint, Launcher, LauncherSettings
-from launchers._http import wait_until_ready
+from launchers._startup import wait_until_ready
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from launchers._http import ExitInfo, exit_error
 from launchers._knobs import UNKNOWN_ENV_WARNING, check_knobs
+from launchers._startup import ExitInfo, exit_error
 from objectives import prom
 from tests.launchers.helpers import loopback_config
 from tuner.errors import FailureKind

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers._http import (
+from launchers._startup import (
     ExitInfo,
     LogCapture,
     classify_exit,

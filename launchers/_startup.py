@@ -1,4 +1,4 @@
-"""What every HTTP-serving launcher shares: log capture, failure classification, readiness.
+"""Watching an engine start: its log captured, its exit explained, its readiness probed.
 
 - ``LogCapture`` copies an engine's output to ``engine.log`` line by line with secret values
   redacted, keeps the last lines for error messages, and signals the end of the stream (the
@@ -12,14 +12,14 @@
   So is a 401 or 403 (the engine wants an API key, or another one): every probe carries the
   key given (``Authorization: Bearer``), and no wait would make a missing key appear.
 
-Knob verification (did the engine apply what was sampled) lives in ``launchers._knobs``.
+Knob verification (did the engine apply what was sampled) lives in ``launchers._knobs``; the
+launch lifecycle that puts these together, in ``launchers._engine``.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
-import socket
 import threading
 import time
 from collections import deque
@@ -134,10 +134,6 @@ def pump(stream: Callable[[], Iterable[bytes]], capture: LogCapture) -> threadin
     return thread
 
 
-def secret_values(config: EngineConfig) -> list[str]:
-    return config.secret_values()
-
-
 def classify_exit(info: ExitInfo, log_tail: str) -> FailureKind:
     """Why an engine that exited during start-up failed, from its exit and its last lines."""
     if info.oom_killed or _OOM.search(log_tail):
@@ -189,13 +185,6 @@ def served_model(config: EngineConfig) -> str:
 def probe_host(host: str) -> str:
     """Where to reach an engine listening on ``host`` from this machine."""
     return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """True when something already listens on ``host:port`` (a leftover engine, say)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0
 
 
 def wait_until_ready(
