@@ -87,19 +87,24 @@ class ProcessLauncher(HttpEngineLauncher):
         return None if code is None else ExitInfo(code=code)
 
     def _halt(self) -> None:
-        proc, self._proc = self._proc, None
+        proc = self._proc
         if proc is None:
             return
-        _signal_group(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + self.settings.stop_grace_s
         try:
+            _signal_group(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + self.settings.stop_grace_s
             proc.wait(timeout=self.settings.stop_grace_s)
             # Children may outlive the leader: wait for the group, then kill what is left.
             _wait_gone(proc.pid, deadline - time.monotonic())
         except subprocess.TimeoutExpired:
             pass
-        _signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
+        finally:
+            # Whatever cut the grace short (a second Ctrl-C, SIGTERM), the group is killed
+            # and reaped before the engine is let go of; a signal during the reap leaves it
+            # held, so the next stop() kills it again.
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            self._proc = None
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
