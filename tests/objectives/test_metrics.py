@@ -86,6 +86,21 @@ def test_one_token_outputs_have_no_tpot_or_itl() -> None:
     assert m["mean_tpot_ms"] == 0.0 and m["p99_itl_ms"] == 0.0
 
 
+def test_each_tail_rests_on_its_own_count() -> None:
+    # A p99 over 20 values is their maximum: the count is kept beside every figure.
+    records = [
+        rec(0.0, [0.5, 0.6, 0.8, 1.1], 4),  # 3 gaps
+        rec(1.0, [1.2, 1.3], 2),  # 1 gap
+        rec(2.0, [2.4], 1),  # one token: a TTFT and an E2EL, no TPOT, no gap
+        rec(3.0, [], 4, success=False, error="timeout"),  # counts nowhere
+    ]
+    m = compute_metrics(records, 4.0)
+    assert m["ttft_samples"] == 3 and m["e2el_samples"] == 3
+    assert m["tpot_samples"] == 2
+    assert m["itl_samples"] == 4
+    assert TierResult.from_dict(TierResult(1, m).to_dict()).metrics["tpot_samples"] == 2
+
+
 def test_tpot_uses_reported_tokens_not_chunks() -> None:
     # Two chunks carrying 5 tokens (speculative decoding): TPOT over 4 token gaps.
     m = compute_metrics([rec(0.0, [0.1, 0.5], 5)], 1.0)
