@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from objectives.tails import tail_note
 from tuner.export.tiers import FRONT_X, Point, Tier
 
 W, H = 640, 400
@@ -131,8 +132,10 @@ def _mark(p: Point, tier: Tier, sx: _Scale, sy: _Scale) -> str:
     status = "" if p.feasible else f" (infeasible: {p.failure})"
     if p.feasible and not p.eligible:
         status = " (feasible, not eligible: held users or below the throughput floor)"
+    note = tail_note(tier.y_key, p.metrics)
+    rests = f" ({note})" if note else ""
     title = escape(
-        f"trial {p.trial}: {_label(tier.y_key)} {p.metrics[tier.y_key]:.2f}, "
+        f"trial {p.trial}: {_label(tier.y_key)} {p.metrics[tier.y_key]:.2f}{rests}, "
         f"{p.metrics[FRONT_X]:.1f} tok/s{status}"
     )
     rec = tier.recommended is not None and p.trial == tier.recommended.trial
