@@ -17,8 +17,6 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from objectives.datasets import DATASET_KINDS as DATASETS
 from objectives.endpoint import Endpoint
@@ -27,6 +25,7 @@ from objectives.records import RequestRecord
 from objectives.runner import partial_results, run_benchmark
 from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
+from tuner.cli.bench_table import failure_lines, summary_table
 from tuner.cli.root import app
 from tuner.errors import BenchIncomplete, TunerError
 
@@ -111,59 +110,6 @@ def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "workload"
         raise TunerError(f"invalid benchmark options: {where}: {first['msg']}") from None
-
-
-def summary_table(results: list[TierResult]) -> Table:
-    """One row per tier, the figures users compare, in vLLM's names."""
-    table = Table(title="tune bench")
-    cols = (
-        "conc",
-        "ok",
-        "failed",
-        "req/s",
-        "out tok/s",
-        "TTFT p50",
-        "TTFT p99",
-        "TPOT p50",
-        "TPOT p99",
-        "ITL p99",
-        "flags",
-    )
-    for col in cols:
-        table.add_column(col, justify="right" if col != "flags" else "left")
-    for r in results:
-        m = r.metrics
-        flags = [f"{k}: {v}" for k, v in r.failures.items()]
-        if r.client_saturated:
-            flags.insert(0, "CLIENT-SATURATED")
-        table.add_row(
-            str(r.concurrency),
-            str(m["completed"]),
-            str(m["failed"]),
-            f"{m['request_throughput']:.2f}",
-            f"{m['output_throughput']:.1f}",
-            *(
-                f"{m[k]:.1f}"
-                for k in (
-                    "median_ttft_ms",
-                    "p99_ttft_ms",
-                    "median_tpot_ms",
-                    "p99_tpot_ms",
-                    "p99_itl_ms",
-                )
-            ),
-            Text(", ".join(flags)),  # server messages are not rich markup
-        )
-    return table
-
-
-def failure_lines(results: list[TierResult]) -> list[str]:
-    """Each tier's failure reasons in full (the table's flags column wraps them)."""
-    return [
-        f"c{r.concurrency}: {n} failed: {reason}"
-        for r in results
-        for reason, n in r.failures.items()
-    ]
 
 
 def write_json(
