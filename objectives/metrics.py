@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from objectives.records import RequestRecord
+from objectives.tails import tail_note
 
 PERCENTILES = (90, 99)
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
@@ -221,7 +222,7 @@ def _stats(name: str, seconds: Sequence[float]) -> dict[str, float]:
 def slo_violations(
     metrics: dict[str, float | int], slos: Sequence[SLO], concurrency: int
 ) -> list[str]:
-    """Per-tier SLOs this tier breaks, as readable lines (``p99_ttft_ms 812.0 > 500.0``)."""
+    """Per-tier SLOs this tier breaks, as readable lines (``p99_ttft_ms 812 (n=250) > 500.0``)."""
     out = []
     for s in slos:
         if s.per_request or not s.applies_to(concurrency):
@@ -229,7 +230,8 @@ def slo_violations(
         value = float(metrics[s.metric])
         if s.violated_by(value):
             bound = f"> {s.max}" if s.max is not None and value > s.max else f"< {s.min}"
-            out.append(f"{s.metric} {value:.4g} {bound}")
+            note = tail_note(s.metric, metrics)
+            out.append(f"{s.metric} {value:.4g}{f' ({note})' if note else ''} {bound}")
     return out
 
 

@@ -181,7 +181,10 @@ def test_per_tier_slo_violations() -> None:
         SLO(metric="output_throughput", min=10),
         SLO(metric="ttft", max=1),
     ]
-    assert slo_violations(m, slos, 8) == ["p99_ttft_ms 800 > 500.0", "output_throughput 2 < 10.0"]
+    assert slo_violations(m, slos, 8) == [
+        "p99_ttft_ms 800 (max of 1) > 500.0",
+        "output_throughput 2 < 10.0",
+    ]
     assert slo_violations(m, slos, 1) == ["output_throughput 2 < 10.0"]
 
 
