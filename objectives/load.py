@@ -23,8 +23,9 @@ from objectives.datasets import build_requests, build_warmup
 from objectives.drive import OnRequest, arrival_offsets, drive
 from objectives.endpoint import Endpoint
 from objectives.lag import ClientLag, client_limited
-from objectives.metrics import SLO, TierResult
+from objectives.metrics import SLO
 from objectives.records import BenchRequest, RequestRecord
+from objectives.result import TierResult
 from objectives.tier import tier_result
 from objectives.workers import WorkerPool
 from objectives.workload import WorkloadSpec

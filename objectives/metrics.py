@@ -13,12 +13,9 @@ work. Failures are counted by reason; what a failure rate means is the objective
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from itertools import pairwise
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -233,59 +230,3 @@ def slo_violations(
             note = tail_note(s.metric, metrics)
             out.append(f"{s.metric} {value:.4g}{f' ({note})' if note else ''} {bound}")
     return out
-
-
-@dataclass
-class TierResult:
-    """Everything measured at one concurrency tier; ``to_json`` keeps vLLM's keys on top.
-
-    ``client_saturated`` marks a tier the client, not the server, limited: its numbers say
-    nothing about the config. ``client`` holds the client's own lag figures.
-    """
-
-    concurrency: int
-    metrics: dict[str, float | int]
-    failures: dict[str, int] = field(default_factory=dict)
-    server: dict[str, float] = field(default_factory=dict)
-    client_saturated: bool = False
-    client: dict[str, float] = field(default_factory=dict)
-    slo_violations: list[str] = field(default_factory=list)
-    request_rate: float | None = None
-    burstiness: float = 1.0
-
-    @property
-    def has_failures(self) -> bool:
-        return bool(self.failures)
-
-    def to_dict(self) -> dict[str, Any]:
-        body = asdict(self)
-        metrics = body.pop("metrics")
-        # vLLM's result layout: metric keys at top level, plus its run fields.
-        return {
-            "max_concurrency": self.concurrency,
-            "request_rate": self.request_rate if self.request_rate else "inf",
-            **metrics,
-            **{k: v for k, v in body.items() if k not in ("concurrency", "request_rate")},
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TierResult:
-        rate = data.get("request_rate", "inf")
-        return cls(
-            concurrency=int(data["max_concurrency"]),
-            metrics={k: data[k] for k in METRIC_KEYS if k in data},
-            failures=dict(data.get("failures", {})),
-            server=dict(data.get("server", {})),
-            client_saturated=bool(data.get("client_saturated", False)),
-            client=dict(data.get("client", {})),
-            slo_violations=list(data.get("slo_violations", [])),
-            request_rate=None if rate in ("inf", None) else float(rate),
-            burstiness=float(data.get("burstiness", 1.0)),
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> TierResult:
-        return cls.from_dict(json.loads(text))

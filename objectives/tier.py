@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from objectives import prom
-from objectives.metrics import SLO, TierResult, compute_metrics, count_failures, slo_violations
+from objectives.metrics import SLO, compute_metrics, count_failures, slo_violations
 from objectives.records import RequestRecord
+from objectives.result import TierResult
 from objectives.workload import WorkloadSpec
 
 

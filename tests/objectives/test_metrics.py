@@ -8,13 +8,13 @@ from objectives.metrics import (
     LENGTH_NOT_HONOURED,
     METRIC_KEYS,
     SLO,
-    TierResult,
     compute_metrics,
     count_failures,
     merge_failures,
     slo_violations,
 )
 from objectives.records import RequestRecord
+from objectives.result import TierResult
 
 
 def rec(

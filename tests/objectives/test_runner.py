@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from objectives.endpoint import Endpoint
-from objectives.metrics import SLO, TierResult
+from objectives.metrics import SLO
+from objectives.result import TierResult
 from objectives.runner import partial_results, run_benchmark, tier_duration
 from objectives.workload import WorkloadSpec
 from tests.objectives.paced_engine import PacedEngine

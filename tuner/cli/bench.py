@@ -20,8 +20,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from objectives.datasets import DATASET_KINDS as DATASETS
 from objectives.endpoint import Endpoint
-from objectives.metrics import TierResult
 from objectives.records import RequestRecord
+from objectives.result import TierResult
 from objectives.runner import partial_results, run_benchmark
 from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from rich.table import Table
 from rich.text import Text
 
-from objectives.metrics import TierResult
+from objectives.result import TierResult
 from objectives.tails import tail_note
 
 COLUMNS = (

@@ -11,8 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from objectives.metrics import TierResult, compute_metrics
+from objectives.metrics import compute_metrics
 from objectives.records import RequestRecord
+from objectives.result import TierResult
 from objectives.workload import PrefixRepetitionDataset
 from tests.objectives.servers import paced_server, tiny_model, vllm_like_server
 from tuner.cli import main

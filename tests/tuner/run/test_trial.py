@@ -6,9 +6,10 @@ from typing import Any
 import optuna
 import pytest
 
-from objectives.metrics import TierResult, compute_metrics
+from objectives.metrics import compute_metrics
 from objectives.objective import get_objective
 from objectives.records import RequestRecord
+from objectives.result import TierResult
 from tests.objectives.servers import tiny_model, vllm_like_server
 from tuner.errors import InfraError
 from tuner.record.trial import TrialRecord, write_outcome
