@@ -101,7 +101,7 @@ async def run_http(
                     http, send, requests, endpoint.model, workload, concurrency, on_request
                 )
                 result = tier_result(records, concurrency, workload, slos, server, lag.summary())
-                itl = float(result.metrics["median_itl_ms"])
+                itl = float(result.metrics.get("median_itl_ms", 0.0))  # none: a short window
                 result.client_saturated = client_limited(
                     records, lag, itl, workload.client_lag_limit_ms
                 )

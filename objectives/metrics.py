@@ -40,6 +40,8 @@ LATENCY_KEYS = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS)
 # with more than one output token for TPOT, inter-chunk gaps for ITL (objectives.tails).
 SAMPLE_KEYS = tuple(f"{m}_samples" for m in LATENCIES)
 METRIC_KEYS = (*COUNT_KEYS, *RATE_KEYS, *LATENCY_KEYS, *SAMPLE_KEYS)
+# Set only with workload.steady_state (objectives.steady): requests the window holds, its length.
+WINDOW_KEYS = ("steady_requests", "steady_window_s")
 PER_REQUEST = ("ttft", "tpot", "e2el")  # what vllm's --goodput accepts, in ms
 
 
@@ -63,7 +65,7 @@ class SLO(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> SLO:
-        if self.metric not in PER_REQUEST and self.metric not in METRIC_KEYS:
+        if self.metric not in (*PER_REQUEST, *METRIC_KEYS, *WINDOW_KEYS):
             raise ValueError(
                 f"slos[].metric {self.metric!r} is not one of {', '.join(PER_REQUEST)} "
                 f"or a per-tier key such as p99_ttft_ms, output_throughput"
@@ -223,6 +225,9 @@ def slo_violations(
     out = []
     for s in slos:
         if s.per_request or not s.applies_to(concurrency):
+            continue
+        if s.metric not in metrics:  # left out (a short steady window): no figure meets it
+            out.append(f"{s.metric} not measured")
             continue
         value = float(metrics[s.metric])
         if s.violated_by(value):

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from objectives.metrics import METRIC_KEYS
+from objectives.metrics import METRIC_KEYS, WINDOW_KEYS
 
 
 @dataclass
@@ -19,7 +19,8 @@ class TierResult:
     """Everything measured at one concurrency tier; ``to_json`` keeps vLLM's keys on top.
 
     ``client_saturated`` marks a tier the client, not the server, limited: its numbers say
-    nothing about the config. ``client`` holds the client's own lag figures.
+    nothing about the config. ``client`` holds the client's own lag figures. ``notes`` say
+    why figures are missing (a steady-state window too short to measure).
     """
 
     concurrency: int
@@ -31,6 +32,7 @@ class TierResult:
     slo_violations: list[str] = field(default_factory=list)
     request_rate: float | None = None
     burstiness: float = 1.0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def has_failures(self) -> bool:
@@ -55,7 +57,7 @@ class TierResult:
         rate = data.get("request_rate", "inf")
         return cls(
             concurrency=int(data["max_concurrency"]),
-            metrics={k: data[k] for k in METRIC_KEYS if k in data},
+            metrics={k: data[k] for k in (*METRIC_KEYS, *WINDOW_KEYS) if k in data},
             failures=dict(data.get("failures", {})),
             server=dict(data.get("server", {})),
             client_saturated=bool(data.get("client_saturated", False)),
@@ -63,6 +65,7 @@ class TierResult:
             slo_violations=list(data.get("slo_violations", [])),
             request_rate=None if rate in ("inf", None) else float(rate),
             burstiness=float(data.get("burstiness", 1.0)),
+            notes=list(data.get("notes", [])),
         )
 
     @classmethod

@@ -147,6 +147,8 @@ def _tier_data(result: TierResult) -> dict[str, Any]:
         data["failure_reasons"] = dict(result.failures)
     if result.server:
         data["server"] = dict(result.server)
+    if result.notes:
+        data["notes"] = list(result.notes)
     return data
 
 
