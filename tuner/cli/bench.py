@@ -25,7 +25,7 @@ from objectives.result import TierResult
 from objectives.runner import partial_results, run_benchmark
 from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
-from tuner.cli.bench_table import failure_lines, summary_table
+from tuner.cli.bench_table import failure_lines, note_lines, summary_table
 from tuner.cli.root import app
 from tuner.errors import BenchIncomplete, TunerError
 
@@ -103,6 +103,7 @@ def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
         "endpoint": opts["endpoint"],
         "request_timeout_s": opts["timeout"],
         "tokenizer": opts.get("tokenizer"),
+        "steady_state": opts.get("steady_state", False),
     }
     try:
         return WorkloadSpec.model_validate(body)
@@ -147,9 +148,10 @@ def run_bench(
 
         def on_tier(result: TierResult) -> None:
             bar.reset(task, total=spec.requests_per_tier)
+            tput = result.metrics.get("output_throughput")
             bar.console.print(
                 f"tier {result.concurrency}: {result.metrics['completed']} ok, "
-                f"{result.metrics['output_throughput']:.1f} tok/s"
+                + ("throughput not measured" if tput is None else f"{tput:.1f} tok/s")
             )
 
         def on_request(_: RequestRecord) -> None:
@@ -167,7 +169,7 @@ def run_bench(
     if not out.is_terminal:
         out = Console(width=160)  # a file or pipe gets the whole table, not 80 columns
     out.print(summary_table(results))
-    for line in failure_lines(results):
+    for line in [*failure_lines(results), *note_lines(results)]:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     if json_out is not None:
         write_json(json_out, endpoint, spec, results)
@@ -242,6 +244,11 @@ def bench(
             help="Sent as 'Authorization: Bearer KEY' (a server started with --api-key).",
         ),
     ] = None,
+    steady_state: bool = typer.Option(
+        False,
+        help="TPOT, ITL and throughputs only between each tier's ramp-up and drain "
+        "(send at least 3x the concurrency; workload.steady_state).",
+    ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
     workers: int = typer.Option(
         1, min=1, help="Client processes per tier (when one cannot keep up; see CPU share)."

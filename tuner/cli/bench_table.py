@@ -55,6 +55,11 @@ def failure_lines(results: list[TierResult]) -> list[str]:
     ]
 
 
+def note_lines(results: list[TierResult]) -> list[str]:
+    """Why a tier left figures out (a steady-state window too short to measure)."""
+    return [f"c{r.concurrency}: {note}" for r in results for note in r.notes]
+
+
 def _row(r: TierResult) -> list[str]:
     m = r.metrics
     flags = [f"{k}: {v}" for k, v in r.failures.items()]

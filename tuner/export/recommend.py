@@ -98,7 +98,9 @@ def _recommend_tier(
         rec.samples = _samples(best, objective, tier)
         rec.users_held = best.worst_server(tier, "users_held")
         rec.preemptions = best.worst_server(tier, "num_preemptions")
-    rec.choice = choice_line(rec, pool, objective, policy)
+    rec.choice = choice_line(rec, pool, objective, policy) + (
+        "" if best else _unmeasured(groups, tier)
+    )
     if base is not None:
         rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)
         rec.baseline_runs, rec.baseline_values = _pooled(base, objective, tier)
@@ -111,6 +113,12 @@ def _recommend_tier(
         rec.gain = objective.gain(rec.value, rec.baseline_value)
         rec.verdict = _verdict(rec, best is base)
     return rec
+
+
+def _unmeasured(groups: Sequence[Config], tier: int) -> str:
+    # No pick because no launch had the figure: say why, as the launches' own notes do.
+    notes = [n for c in groups for t in c.runs for n in t.notes(tier)]
+    return f"; {notes[0]}" if notes else ""
 
 
 def _pooled(c: Config, objective: Objective, tier: int) -> tuple[list[int], list[float]]:

@@ -146,6 +146,7 @@ def test_flags_to_workload() -> None:
     spec = bench_workload(opts)
     assert isinstance(spec.dataset, PrefixRepetitionDataset)
     assert spec.num_prompts == 6 and spec.dataset.prefix_len == 100
+    assert not spec.steady_state and bench_workload({**opts, "steady_state": True}).steady_state
     assert parse_tiers("1, 8,32,") == [1, 8, 32]
     with pytest.raises(TunerError):
         parse_tiers("a")

@@ -166,6 +166,16 @@ def test_a_figure_that_is_no_percentile_has_no_count_column() -> None:
     assert "rests on" not in format_recommendations(recommend(t.all, tput, [1]), tput)
 
 
+def test_a_tier_no_launch_could_measure_says_why() -> None:
+    t = Trials()
+    note = "steady-state window holds 3 requests, fewer than the tier's 8 streams"
+    t.add(8192, 30.0, 100.0, baseline=True)
+    trials = t.all
+    trials[0].user_attrs["tiers"]["8"] = {"p99_ttft_ms": 1.0, "notes": [note]}  # no p99 TPOT
+    (c8,) = recommend(trials, P99, [8])
+    assert c8.trial is None and c8.choice == f"c8: no eligible config; {note}"
+
+
 def test_a_capped_chunk_that_wins_p99_by_preempting_is_not_the_pick(
     space_file: Path, tmp_path: Path, small_space: dict[str, Any]
 ) -> None:
