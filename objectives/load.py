@@ -23,8 +23,9 @@ from objectives.datasets import build_requests, build_warmup
 from objectives.drive import OnRequest, arrival_offsets, drive
 from objectives.endpoint import Endpoint
 from objectives.lag import ClientLag, client_limited
-from objectives.metrics import SLO, TierResult
+from objectives.metrics import SLO
 from objectives.records import BenchRequest, RequestRecord
+from objectives.result import TierResult
 from objectives.tier import tier_result
 from objectives.workers import WorkerPool
 from objectives.workload import WorkloadSpec
@@ -100,7 +101,7 @@ async def run_http(
                     http, send, requests, endpoint.model, workload, concurrency, on_request
                 )
                 result = tier_result(records, concurrency, workload, slos, server, lag.summary())
-                itl = float(result.metrics["median_itl_ms"])
+                itl = float(result.metrics.get("median_itl_ms", 0.0))  # none: a short window
                 result.client_saturated = client_limited(
                     records, lag, itl, workload.client_lag_limit_ms
                 )

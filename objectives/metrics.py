@@ -13,17 +13,15 @@ work. Failures are counted by reason; what a failure rate means is the objective
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from itertools import pairwise
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from objectives.records import RequestRecord
+from objectives.tails import tail_note
 
 PERCENTILES = (90, 99)
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
@@ -38,7 +36,12 @@ RATE_KEYS = (
     "total_token_throughput",
 )
 LATENCY_KEYS = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS)
-METRIC_KEYS = (*COUNT_KEYS, *RATE_KEYS, *LATENCY_KEYS)
+# How many values each latency's figures rest on: completed requests for TTFT and E2EL, those
+# with more than one output token for TPOT, inter-chunk gaps for ITL (objectives.tails).
+SAMPLE_KEYS = tuple(f"{m}_samples" for m in LATENCIES)
+METRIC_KEYS = (*COUNT_KEYS, *RATE_KEYS, *LATENCY_KEYS, *SAMPLE_KEYS)
+# Set only with workload.steady_state (objectives.steady): requests the window holds, its length.
+WINDOW_KEYS = ("steady_requests", "steady_window_s")
 PER_REQUEST = ("ttft", "tpot", "e2el")  # what vllm's --goodput accepts, in ms
 
 
@@ -62,7 +65,7 @@ class SLO(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> SLO:
-        if self.metric not in PER_REQUEST and self.metric not in METRIC_KEYS:
+        if self.metric not in (*PER_REQUEST, *METRIC_KEYS, *WINDOW_KEYS):
             raise ValueError(
                 f"slos[].metric {self.metric!r} is not one of {', '.join(PER_REQUEST)} "
                 f"or a per-tier key such as p99_ttft_ms, output_throughput"
@@ -92,6 +95,11 @@ def failure_reason(rec: RequestRecord) -> str | None:
     if rec.output_len > 0 and rec.output_tokens != rec.output_len:
         return LENGTH_NOT_HONOURED
     return None
+
+
+def completed(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """The records that count as completed (``failure_reason`` is None), in order."""
+    return [r for r in records if failure_reason(r) is None]
 
 
 def count_failures(records: Sequence[RequestRecord]) -> dict[str, int]:
@@ -126,32 +134,52 @@ def compute_metrics(
     ``slos`` are the per-request SLOs of this tier (others are ignored here); with none,
     ``request_goodput`` equals ``request_throughput`` as every completed request is good.
     """
-    good = [r for r in records if failure_reason(r) is None]
+    good = completed(records)
     ttfts = [_ttft(r) for r in good]
     e2els = [_e2el(r) for r in good]
-    tpots = [_tpot(r) for r in good]
-    itls = [b - a for r in good for a, b in pairwise(r.chunk_times)]
-    # The server's count, as vllm bench serve takes it; the dataset's estimate where none came.
-    n_in = sum(r.prompt_tokens if r.prompt_tokens else r.prompt_len for r in good)
+    n_in = sum(map(input_tokens, good))
     n_out = sum(r.output_tokens for r in good)
-    n_good = sum(_meets(r, slos) for r in good)
+    n_good = sum(meets_slos(r, slos) for r in good)
     out: dict[str, float | int] = {
         "completed": len(good),
         "failed": len(records) - len(good),
         "total_input_tokens": n_in,
         "total_output_tokens": n_out,
         "duration": float(duration_s),
-        "request_throughput": _rate(len(good), duration_s),
-        "request_goodput": _rate(n_good, duration_s),
-        "output_throughput": _rate(n_out, duration_s),
-        "total_token_throughput": _rate(n_in + n_out, duration_s),
+        "request_throughput": rate(len(good), duration_s),
+        "request_goodput": rate(n_good, duration_s),
+        "output_throughput": rate(n_out, duration_s),
+        "total_token_throughput": rate(n_in + n_out, duration_s),
     }
-    # vLLM keeps 0.0 TPOTs of 1-token requests for goodput only, not for the TPOT statistics.
-    series = {"ttft": ttfts, "tpot": [t for t in tpots if t is not None], "itl": itls}
-    series["e2el"] = e2els
-    for name, values in series.items():
-        out.update(_stats(name, values))
+    series = {"ttft": ttfts, "tpot": tpots(good), "itl": itls(good), "e2el": e2els}
+    out.update(latency_metrics(series))
     return out
+
+
+def latency_metrics(series: Mapping[str, Sequence[float]]) -> dict[str, float | int]:
+    """Each latency's statistics (ms), then how many values each rests on (``*_samples``)."""
+    out: dict[str, float | int] = {}
+    for name, seconds in series.items():
+        out.update(_stats(name, seconds))
+    out.update({f"{name}_samples": len(seconds) for name, seconds in series.items()})
+    return out
+
+
+def tpots(records: Iterable[RequestRecord]) -> list[float]:
+    """TPOT of each request with more than one output token, in seconds.
+
+    vLLM keeps the 0.0 TPOT of a 1-token request for goodput only, not for the statistics."""
+    return [t for r in records if (t := _tpot(r)) is not None]
+
+
+def itls(records: Iterable[RequestRecord]) -> list[float]:
+    """Every gap between successive chunks of every request, flattened, in seconds."""
+    return [b - a for r in records for a, b in pairwise(r.chunk_times)]
+
+
+def input_tokens(r: RequestRecord) -> int:
+    """The server's count, as vllm bench serve takes it; the dataset's estimate where none came."""
+    return r.prompt_tokens if r.prompt_tokens else r.prompt_len
 
 
 def _ttft(r: RequestRecord) -> float:
@@ -168,12 +196,13 @@ def _tpot(r: RequestRecord) -> float | None:
     return (_e2el(r) - _ttft(r)) / (r.output_tokens - 1)
 
 
-def _meets(r: RequestRecord, slos: Sequence[SLO]) -> bool:
+def meets_slos(r: RequestRecord, slos: Sequence[SLO]) -> bool:
+    """Whether a completed request meets every per-request SLO (it counts toward goodput)."""
     values = {"ttft": _ttft(r), "tpot": _tpot(r) or 0.0, "e2el": _e2el(r)}
     return not any(s.violated_by(values[s.metric] * 1000) for s in slos if s.per_request)
 
 
-def _rate(count: float, duration_s: float) -> float:
+def rate(count: float, duration_s: float) -> float:
     return count / duration_s if duration_s > 0 else 0.0
 
 
@@ -192,69 +221,17 @@ def _stats(name: str, seconds: Sequence[float]) -> dict[str, float]:
 def slo_violations(
     metrics: dict[str, float | int], slos: Sequence[SLO], concurrency: int
 ) -> list[str]:
-    """Per-tier SLOs this tier breaks, as readable lines (``p99_ttft_ms 812.0 > 500.0``)."""
+    """Per-tier SLOs this tier breaks, as readable lines (``p99_ttft_ms 812 (n=250) > 500.0``)."""
     out = []
     for s in slos:
         if s.per_request or not s.applies_to(concurrency):
             continue
+        if s.metric not in metrics:  # left out (a short steady window): no figure meets it
+            out.append(f"{s.metric} not measured")
+            continue
         value = float(metrics[s.metric])
         if s.violated_by(value):
             bound = f"> {s.max}" if s.max is not None and value > s.max else f"< {s.min}"
-            out.append(f"{s.metric} {value:.4g} {bound}")
+            note = tail_note(s.metric, metrics)
+            out.append(f"{s.metric} {value:.4g}{f' ({note})' if note else ''} {bound}")
     return out
-
-
-@dataclass
-class TierResult:
-    """Everything measured at one concurrency tier; ``to_json`` keeps vLLM's keys on top.
-
-    ``client_saturated`` marks a tier the client, not the server, limited: its numbers say
-    nothing about the config. ``client`` holds the client's own lag figures.
-    """
-
-    concurrency: int
-    metrics: dict[str, float | int]
-    failures: dict[str, int] = field(default_factory=dict)
-    server: dict[str, float] = field(default_factory=dict)
-    client_saturated: bool = False
-    client: dict[str, float] = field(default_factory=dict)
-    slo_violations: list[str] = field(default_factory=list)
-    request_rate: float | None = None
-    burstiness: float = 1.0
-
-    @property
-    def has_failures(self) -> bool:
-        return bool(self.failures)
-
-    def to_dict(self) -> dict[str, Any]:
-        body = asdict(self)
-        metrics = body.pop("metrics")
-        # vLLM's result layout: metric keys at top level, plus its run fields.
-        return {
-            "max_concurrency": self.concurrency,
-            "request_rate": self.request_rate if self.request_rate else "inf",
-            **metrics,
-            **{k: v for k, v in body.items() if k not in ("concurrency", "request_rate")},
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TierResult:
-        rate = data.get("request_rate", "inf")
-        return cls(
-            concurrency=int(data["max_concurrency"]),
-            metrics={k: data[k] for k in METRIC_KEYS if k in data},
-            failures=dict(data.get("failures", {})),
-            server=dict(data.get("server", {})),
-            client_saturated=bool(data.get("client_saturated", False)),
-            client=dict(data.get("client", {})),
-            slo_violations=list(data.get("slo_violations", [])),
-            request_rate=None if rate in ("inf", None) else float(rate),
-            burstiness=float(data.get("burstiness", 1.0)),
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> TierResult:
-        return cls.from_dict(json.loads(text))

@@ -24,8 +24,9 @@ from objectives import prom
 from objectives.datasets import build_requests, build_warmup
 from objectives.endpoint import Endpoint, VirtualEngine
 from objectives.load import run_http
-from objectives.metrics import SLO, TierResult
+from objectives.metrics import SLO
 from objectives.records import RequestRecord
+from objectives.result import TierResult
 from objectives.tier import tier_duration as tier_duration  # the bench scripts import it here
 from objectives.tier import tier_result
 from objectives.vocab import with_vocab

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from objectives import prom
-from objectives.metrics import SLO, TierResult, compute_metrics, count_failures, slo_violations
+from objectives.metrics import SLO, compute_metrics, count_failures, slo_violations
 from objectives.records import RequestRecord
+from objectives.result import TierResult
+from objectives.steady import windowed
 from objectives.workload import WorkloadSpec
 
 
@@ -29,10 +31,14 @@ def tier_result(
     client_saturated: bool = False,
     duration_s: float | None = None,
 ) -> TierResult:
-    """One tier's result from its records, by the one metrics function."""
+    """One tier's result from its records, by the one metrics function; with
+    ``workload.steady_state``, TPOT, ITL and throughputs over its steady window only."""
     mine = [s for s in slos if s.applies_to(concurrency)]
     duration = tier_duration(records) if duration_s is None else duration_s
     metrics = compute_metrics(records, duration, mine)
+    notes: list[str] = []
+    if workload.steady_state:
+        metrics, notes = windowed(metrics, records, concurrency, mine)
     return TierResult(
         concurrency=concurrency,
         metrics=metrics,
@@ -43,4 +49,5 @@ def tier_result(
         slo_violations=slo_violations(metrics, mine, concurrency),
         request_rate=workload.request_rate,
         burstiness=workload.burstiness,
+        notes=notes,
     )

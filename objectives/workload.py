@@ -153,6 +153,19 @@ class WorkloadSpec(_Strict):
     request_timeout_s: float = Field(
         600.0, gt=0, description="Per-request limit; a request over it fails as 'timeout'."
     )
+    steady_state: bool = Field(
+        False,
+        description="Measure TPOT, ITL and the throughputs only over the window when all of a "
+        "tier's streams were in flight: from the first arrival after the ramp-up wave (the "
+        "first `concurrency` requests) to the last arrival, when the drain begins. TPOT and ITL "
+        "are those of the requests sent after the ramp-up that finished before the drain; "
+        "throughputs count what was streamed inside the window. TTFT, E2EL and failures still "
+        "cover every request. The tier records how many requests the window holds "
+        "(steady_requests) and its length (steady_window_s); a window holding fewer requests "
+        "than the tier has streams leaves those figures out and says so in the tier's notes. "
+        "A closed loop leaves about num_prompts - 2 x concurrency requests in the window, so "
+        "send at least 3 x the largest tier. Off: the whole tier, as vllm bench serve.",
+    )
     client_lag_limit_ms: float | None = Field(
         None,
         gt=0,

@@ -8,13 +8,13 @@ from objectives.metrics import (
     LENGTH_NOT_HONOURED,
     METRIC_KEYS,
     SLO,
-    TierResult,
     compute_metrics,
     count_failures,
     merge_failures,
     slo_violations,
 )
 from objectives.records import RequestRecord
+from objectives.result import TierResult
 
 
 def rec(
@@ -84,6 +84,21 @@ def test_one_token_outputs_have_no_tpot_or_itl() -> None:
     assert m["mean_e2el_ms"] == pytest.approx(500.0)
     # vLLM's np.mean(x or 0): empty lists count as zero.
     assert m["mean_tpot_ms"] == 0.0 and m["p99_itl_ms"] == 0.0
+
+
+def test_each_tail_rests_on_its_own_count() -> None:
+    # A p99 over 20 values is their maximum: the count is kept beside every figure.
+    records = [
+        rec(0.0, [0.5, 0.6, 0.8, 1.1], 4),  # 3 gaps
+        rec(1.0, [1.2, 1.3], 2),  # 1 gap
+        rec(2.0, [2.4], 1),  # one token: a TTFT and an E2EL, no TPOT, no gap
+        rec(3.0, [], 4, success=False, error="timeout"),  # counts nowhere
+    ]
+    m = compute_metrics(records, 4.0)
+    assert m["ttft_samples"] == 3 and m["e2el_samples"] == 3
+    assert m["tpot_samples"] == 2
+    assert m["itl_samples"] == 4
+    assert TierResult.from_dict(TierResult(1, m).to_dict()).metrics["tpot_samples"] == 2
 
 
 def test_tpot_uses_reported_tokens_not_chunks() -> None:
@@ -166,7 +181,10 @@ def test_per_tier_slo_violations() -> None:
         SLO(metric="output_throughput", min=10),
         SLO(metric="ttft", max=1),
     ]
-    assert slo_violations(m, slos, 8) == ["p99_ttft_ms 800 > 500.0", "output_throughput 2 < 10.0"]
+    assert slo_violations(m, slos, 8) == [
+        "p99_ttft_ms 800 (max of 1) > 500.0",
+        "output_throughput 2 < 10.0",
+    ]
     assert slo_violations(m, slos, 1) == ["output_throughput 2 < 10.0"]
 
 

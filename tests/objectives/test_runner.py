@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from objectives.endpoint import Endpoint
-from objectives.metrics import SLO, TierResult
+from objectives.metrics import SLO
+from objectives.result import TierResult
 from objectives.runner import partial_results, run_benchmark, tier_duration
 from objectives.workload import WorkloadSpec
 from tests.objectives.paced_engine import PacedEngine
@@ -73,7 +74,7 @@ def test_failures_and_slos_per_tier() -> None:
         assert r.failures == {"length not honoured": 8} and r.metrics["completed"] == 0
     engine = PacedEngine()
     one, four = run_benchmark(Endpoint("m", virtual=engine), workload(), slos)
-    assert one.slo_violations == [] and four.slo_violations == ["p99_ttft_ms 100 > 50.0"]
+    assert one.slo_violations == [] and four.slo_violations == ["p99_ttft_ms 100 (max of 8) > 50.0"]
     assert one.metrics["request_goodput"] == 0.0
 
 

@@ -17,16 +17,15 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from objectives.datasets import DATASET_KINDS as DATASETS
 from objectives.endpoint import Endpoint
-from objectives.metrics import TierResult
 from objectives.records import RequestRecord
+from objectives.result import TierResult
 from objectives.runner import partial_results, run_benchmark
 from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
+from tuner.cli.bench_table import failure_lines, note_lines, summary_table
 from tuner.cli.root import app
 from tuner.errors import BenchIncomplete, TunerError
 
@@ -104,6 +103,7 @@ def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
         "endpoint": opts["endpoint"],
         "request_timeout_s": opts["timeout"],
         "tokenizer": opts.get("tokenizer"),
+        "steady_state": opts.get("steady_state", False),
     }
     try:
         return WorkloadSpec.model_validate(body)
@@ -111,59 +111,6 @@ def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "workload"
         raise TunerError(f"invalid benchmark options: {where}: {first['msg']}") from None
-
-
-def summary_table(results: list[TierResult]) -> Table:
-    """One row per tier, the figures users compare, in vLLM's names."""
-    table = Table(title="tune bench")
-    cols = (
-        "conc",
-        "ok",
-        "failed",
-        "req/s",
-        "out tok/s",
-        "TTFT p50",
-        "TTFT p99",
-        "TPOT p50",
-        "TPOT p99",
-        "ITL p99",
-        "flags",
-    )
-    for col in cols:
-        table.add_column(col, justify="right" if col != "flags" else "left")
-    for r in results:
-        m = r.metrics
-        flags = [f"{k}: {v}" for k, v in r.failures.items()]
-        if r.client_saturated:
-            flags.insert(0, "CLIENT-SATURATED")
-        table.add_row(
-            str(r.concurrency),
-            str(m["completed"]),
-            str(m["failed"]),
-            f"{m['request_throughput']:.2f}",
-            f"{m['output_throughput']:.1f}",
-            *(
-                f"{m[k]:.1f}"
-                for k in (
-                    "median_ttft_ms",
-                    "p99_ttft_ms",
-                    "median_tpot_ms",
-                    "p99_tpot_ms",
-                    "p99_itl_ms",
-                )
-            ),
-            Text(", ".join(flags)),  # server messages are not rich markup
-        )
-    return table
-
-
-def failure_lines(results: list[TierResult]) -> list[str]:
-    """Each tier's failure reasons in full (the table's flags column wraps them)."""
-    return [
-        f"c{r.concurrency}: {n} failed: {reason}"
-        for r in results
-        for reason, n in r.failures.items()
-    ]
 
 
 def write_json(
@@ -201,9 +148,10 @@ def run_bench(
 
         def on_tier(result: TierResult) -> None:
             bar.reset(task, total=spec.requests_per_tier)
+            tput = result.metrics.get("output_throughput")
             bar.console.print(
                 f"tier {result.concurrency}: {result.metrics['completed']} ok, "
-                f"{result.metrics['output_throughput']:.1f} tok/s"
+                + ("throughput not measured" if tput is None else f"{tput:.1f} tok/s")
             )
 
         def on_request(_: RequestRecord) -> None:
@@ -221,7 +169,7 @@ def run_bench(
     if not out.is_terminal:
         out = Console(width=160)  # a file or pipe gets the whole table, not 80 columns
     out.print(summary_table(results))
-    for line in failure_lines(results):
+    for line in [*failure_lines(results), *note_lines(results)]:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     if json_out is not None:
         write_json(json_out, endpoint, spec, results)
@@ -296,6 +244,11 @@ def bench(
             help="Sent as 'Authorization: Bearer KEY' (a server started with --api-key).",
         ),
     ] = None,
+    steady_state: bool = typer.Option(
+        False,
+        help="TPOT, ITL and throughputs only between each tier's ramp-up and drain "
+        "(send at least 3x the concurrency; workload.steady_state).",
+    ),
     progress: bool = typer.Option(True, help="Show a progress bar."),
     workers: int = typer.Option(
         1, min=1, help="Client processes per tier (when one cannot keep up; see CPU share)."

@@ -12,6 +12,7 @@ import re
 import shlex
 from collections.abc import Collection, Sequence
 
+from objectives.tails import tail_note
 from tuner.export.build import Export, TierExport
 from tuner.export.configs import Group, LaunchConfig, flag_groups
 from tuner.export.docker_run import docker_groups, unrendered
@@ -137,9 +138,9 @@ def _figures_line(t: TierExport, export: Export) -> str:
     assert rec is not None
     m = rec.metrics
     parts = [
-        f"p99 TPOT {m.get('p99_tpot_ms', float('nan')):.1f} ms",
+        f"p99 TPOT {m.get('p99_tpot_ms', float('nan')):.1f} ms{_rests('p99_tpot_ms', m)}",
         f"median TPOT {m.get('median_tpot_ms', float('nan')):.1f} ms",
-        f"p99 TTFT {m.get('p99_ttft_ms', float('nan')):.0f} ms",
+        f"p99 TTFT {m.get('p99_ttft_ms', float('nan')):.0f} ms{_rests('p99_ttft_ms', m)}",
         f"{m.get('output_throughput', float('nan')):.1f} output tok/s",
         f"{rec.confirmations} measurement(s), spread {rec.spread * 100:.1f}%",
     ]
@@ -148,7 +149,13 @@ def _figures_line(t: TierExport, export: Export) -> str:
         key = export.data.objective.key
         word = "better" if t.tier.gain >= 0 else "worse"
         text += (
-            f" Baseline (trial {base.trial}) {key} {base.metrics[key]:.1f}: "
+            f" Baseline (trial {base.trial}) {key} {base.metrics[key]:.1f}"
+            f"{_rests(key, base.metrics)}: "
             f"{abs(t.tier.gain) * 100:.1f}% {word}."
         )
     return text
+
+
+def _rests(key: str, metrics: dict[str, float]) -> str:
+    note = tail_note(key, metrics)
+    return f" ({note})" if note else ""

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from objectives.tails import tail_note
 from tuner.export.tiers import Point, Tier
 
 W, H = 640, 400
@@ -134,8 +135,10 @@ def _mark(p: Point, tier: Tier, sx: _Scale, sy: _Scale) -> str:
     status = "" if p.feasible else f" (infeasible: {p.failure})"
     if p.feasible and not p.eligible:
         status = " (feasible, not eligible: held users or below the throughput floor)"
+    note = tail_note(yk, p.metrics)
+    rests = f" ({note})" if note else ""
     title = escape(
-        f"trial {p.trial}: {_label(yk)} {p.metrics[yk]:.2f}, {_label(xk)} "
+        f"trial {p.trial}: {_label(yk)} {p.metrics[yk]:.2f}{rests}, {_label(xk)} "
         f"{p.metrics[xk]:.1f}{status}"
     )
     rec = tier.recommended is not None and p.trial == tier.recommended.trial

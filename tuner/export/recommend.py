@@ -28,6 +28,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective, front_axes
+from objectives.tails import samples_key, with_counts
 from tuner.export.eligible import Eligible, Policy
 from tuner.export.why import choice_line
 from tuner.record.pooling import Config, configs, noise_cv, spread
@@ -58,6 +59,8 @@ class TierRecommendation:
     baseline_values: list[float] = field(default_factory=list)
     baseline_spread: float | None = None
     noise_cv: float | None = None  # the tier's pooled run-to-run coefficient of variation
+    samples: int | None = None  # values the objective's figure rests on (its thinnest launch)
+    baseline_samples: int | None = None
     verdict: str | None = None  # better / worse / within noise / unconfirmed / baseline...
     baseline_feasible: bool = True
     choice: str = ""  # one line: what the pick gave up for what, and what was left out
@@ -100,26 +103,42 @@ def _recommend_tier(
         rec.trial, rec.params = best.root.number, dict(best.root.params)
         rec.runs, rec.values = _pooled(best, objective, tier)
         rec.value, rec.spread = statistics.fmean(rec.values), spread(rec.values)
-        rec.metrics = best.mean_metrics(tier, SHOWN_METRICS)
+        rec.metrics = best.mean_metrics(tier, with_counts(SHOWN_METRICS))
+        rec.samples = _samples(best, objective, tier)
         rec.users_held = best.worst_server(tier, "users_held")
         rec.preemptions = best.worst_server(tier, "num_preemptions")
-    rec.choice = choice_line(best, rec.value, pool, goal, policy)
+    rec.choice = choice_line(best, rec.value, pool, goal, policy) + (
+        "" if best else _unmeasured(groups, tier)
+    )
     if base is not None:
         rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)
         rec.baseline_runs, rec.baseline_values = _pooled(base, objective, tier)
         if rec.baseline_values:
             rec.baseline_value = statistics.fmean(rec.baseline_values)
         rec.baseline_spread = spread(rec.baseline_values)
-        rec.baseline_metrics = base.mean_metrics(tier, SHOWN_METRICS)
+        rec.baseline_metrics = base.mean_metrics(tier, with_counts(SHOWN_METRICS))
+        rec.baseline_samples = _samples(base, objective, tier)
     if rec.value is not None and rec.baseline_value is not None:
         rec.gain = objective.gain(rec.value, rec.baseline_value)
         rec.verdict = _verdict(rec, best is base)
     return rec
 
 
+def _unmeasured(groups: Sequence[Config], tier: int) -> str:
+    # No pick because no launch had the figure: say why, as the launches' own notes do.
+    notes = [n for c in groups for t in c.runs for n in t.notes(tier)]
+    return f"; {notes[0]}" if notes else ""
+
+
 def _pooled(c: Config, objective: Objective, tier: int) -> tuple[list[int], list[float]]:
     kept = c.measured(objective, tier)
     return [n for n, _ in kept], [v for _, v in kept]
+
+
+def _samples(c: Config, objective: Objective, tier: int) -> int | None:
+    key = samples_key(objective.key)
+    n = c.mean_metrics(tier, [key]).get(key) if key else None
+    return None if n is None else int(n)
 
 
 def _best(
@@ -189,49 +208,3 @@ def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
                     row[f"c{tier}_{key}"] = value
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def format_recommendations(recs: Sequence[TierRecommendation], objective: Objective) -> str:
-    """A plain-text table: one row per tier, pooled best vs baseline, then each tier's settings.
-
-    Values read ``mean ±std (n launches)``; the verdict says whether the gain beats the noise.
-    """
-    head = f"{'tier':>6}  {'trial':>5}  {objective.name + ' (' + objective.unit + ')':>22}  "
-    head += f"{'baseline':>18}  {'gain':>7}  {'verdict':<18}  {'median_tpot':>11}  {'out tok/s':>9}"
-    lines = [head, "-" * len(head)]
-    lines += [_row(r) for r in recs]
-    lines.append("")
-    for r in recs:
-        if r.trial is not None:
-            settings = ", ".join(f"{k}={v}" for k, v in r.params.items())
-            lines.append(f"c{r.concurrency}: {settings}")
-        else:
-            lines.append(f"c{r.concurrency}: no feasible trial yet")
-    choices = [r.choice for r in recs if r.choice]
-    if choices:
-        lines += ["", "why each pick:", *choices]
-    return "\n".join(lines)
-
-
-def _num(x: float | None, fmt: str = ".1f") -> str:
-    return "-" if x is None else format(x, fmt)
-
-
-def _pooled_cell(value: float | None, std: float | None, n: int) -> str:
-    if value is None:
-        return "-"
-    if std is None:
-        return f"{value:.1f} (1)"
-    return f"{value:.1f} ±{std:.1f} ({n})"
-
-
-def _row(r: TierRecommendation) -> str:
-    gain = "-" if r.gain is None else f"{r.gain * 100:+.1f}%"
-    trial = "-" if r.trial is None else str(r.trial)
-    best = _pooled_cell(r.value, r.spread, len(r.values))
-    base = _pooled_cell(r.baseline_value, r.baseline_spread, len(r.baseline_values))
-    return (
-        f"{'c' + str(r.concurrency):>6}  {trial:>5}  {best:>22}  {base:>18}  {gain:>7}  "
-        f"{r.verdict or '-':<18}  {_num(r.metrics.get('median_tpot_ms')):>11}  "
-        f"{_num(r.metrics.get('output_throughput')):>9}"
-    )

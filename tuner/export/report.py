@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
+from objectives.tails import tail_note
 from tuner.export.build import Export, TierExport
 from tuner.export.commands import serve_command
 from tuner.export.docker_run import image_of
@@ -54,7 +55,7 @@ def _table(head: Sequence[str] | None, rows: Iterable[Sequence[Any]]) -> str:
 
 def _cell(v: Any) -> str:
     if isinstance(v, _Raw):
-        return f"<td>{v.html}</td>"
+        return f'<td class="{v.cls}">{v.html}</td>' if v.cls else f"<td>{v.html}</td>"
     if isinstance(v, float):
         return f'<td class="num">{v:,.2f}</td>'
     if isinstance(v, int) and not isinstance(v, bool):
@@ -63,8 +64,16 @@ def _cell(v: Any) -> str:
 
 
 class _Raw:
-    def __init__(self, html: str) -> None:
-        self.html = html
+    def __init__(self, html: str, cls: str = "") -> None:
+        self.html, self.cls = html, cls
+
+
+def figure(key: str, metrics: dict[str, float]) -> Any:
+    """A figure's cell; a percentile says what it rests on, ``12.30 (max of 20)``."""
+    value, note = metrics.get(key), tail_note(key, metrics)
+    if value is None or note is None:
+        return value
+    return _Raw(f'{value:,.2f} <span class="note">({escape(note)})</span>', "num")
 
 
 def gain_html(gain: float | None) -> _Raw:
@@ -173,8 +182,8 @@ def _overview(export: Export) -> str:
             (
                 f"c{t.concurrency}",
                 rec.trial,
-                rec.metrics.get(obj.key),
-                base.metrics.get(obj.key) if base else None,
+                figure(obj.key, rec.metrics),
+                figure(obj.key, base.metrics) if base else None,
                 gain_html(t.tier.gain),
                 rec.confirmations,
                 rec.spread * 100,
@@ -215,7 +224,8 @@ def _versus(t: TierExport, export: Export) -> str:
         change = None
         if mine is not None and ref:
             change = (mine - ref) / ref if key == "output_throughput" else (ref - mine) / ref
-        rows.append((LABELS[key], ref, mine, gain_html(change)))
+        shown = figure(key, base.metrics) if base else None
+        rows.append((LABELS[key], shown, figure(key, rec.metrics), gain_html(change)))
     head = (
         "metric",
         f"baseline (trial {base.trial})" if base else "baseline",
@@ -239,7 +249,7 @@ def _front(t: TierExport) -> str:
     rows = [
         [
             _trial_label(p, t),
-            *[p.metrics.get(k) for k in FIGURE_KEYS],
+            *[figure(k, p.metrics) for k in FIGURE_KEYS],
             *[str(p.params.get(n)) for n in names],
         ]
         for p in points

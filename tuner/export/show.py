@@ -7,7 +7,8 @@ from pathlib import Path
 from objectives.objective import get_objective
 from tuner.export.data import space_from_text
 from tuner.export.eligible import Policy
-from tuner.export.recommend import format_recommendations, recommend
+from tuner.export.recommend import recommend
+from tuner.export.recommend_table import format_recommendations
 from tuner.record.study import StudyRecord
 from tuner.record.trial import TrialRecord
 from tuner.storage.studies import open_study

@@ -1,9 +1,10 @@
 """Per concurrency tier: every measured config, the Pareto front, the baseline and the pick.
 
 A point is one config, pooled by ``tuner.record.pooling`` as the recommendations pool it: its
-figures are means over its launches, ``spread`` the relative range of the objective across
-them (0 with one launch), and the gain is the recommendation's own. Copies of an earlier launch
-and the confirmations themselves are not separate points.
+figures are means over its launches (the count a percentile rests on, ``tpot_samples``, is the
+fewest of any launch), ``spread`` the relative range of the objective across them (0 with one
+launch), and the gain is the recommendation's own. Copies of an earlier launch and the
+confirmations themselves are not separate points.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective, front_axes, get_objective
+from objectives.tails import is_count, with_counts
 from tuner.export.eligible import Eligible, Policy
 from tuner.export.recommend import recommend
 from tuner.record.pooling import Config, configs, relative_range
@@ -37,7 +39,10 @@ class Point:
     eligible: bool = False  # may be the tier's pick (tuner.export.eligible)
 
     def figures(self) -> dict[str, float | int]:
-        out: dict[str, float | int] = {k: self.metrics[k] for k in FIGURE_KEYS if k in self.metrics}
+        """The shown figures, the counts their percentiles rest on, and how often measured."""
+        keys = with_counts(FIGURE_KEYS)
+        out: dict[str, float | int] = {k: self.metrics[k] for k in keys if k in self.metrics}
+        out.update({k: int(v) for k, v in out.items() if is_count(k)})
         out["confirmations"] = self.confirmations
         out["spread"] = self.spread
         return out

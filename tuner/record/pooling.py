@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
+from objectives.tails import is_count
 from tuner.record.trial import TrialRecord
 
 DEFAULT_CONFIRM = 2  # leading configs per tier launched again after exploration (--confirm)
@@ -58,13 +59,14 @@ class Config:
         return max(vals) if vals else None
 
     def mean_metrics(self, tier: int, keys: Sequence[str]) -> dict[str, float]:
-        """Each numeric metric averaged over the launches that reported it."""
+        """Each numeric metric averaged over the launches that reported it; a count of values
+        (``tpot_samples``) is the fewest: a pooled p99 is no surer than its thinnest launch."""
         out: dict[str, float] = {}
         for key in keys:
             vals = [t.tier(tier).get(key) for t in self.runs]
             nums = [float(v) for v in vals if isinstance(v, int | float) and math.isfinite(v)]
             if nums:
-                out[key] = statistics.fmean(nums)
+                out[key] = min(nums) if is_count(key) else statistics.fmean(nums)
         return out
 
 

@@ -148,6 +148,10 @@ class TrialRecord:
         value = (self.tier(concurrency).get("server") or {}).get(key)
         return float(value) if isinstance(value, int | float) else None
 
+    def notes(self, concurrency: int) -> list[str]:
+        """Why the tier left figures out (a steady-state window too short to measure)."""
+        return [str(n) for n in self.tier(concurrency).get("notes") or []]
+
     def feasible_at(self, concurrency: int) -> bool:
         """Whether the trial served every request of the tier and met that tier's SLOs."""
         if not self.complete:

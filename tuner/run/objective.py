@@ -7,22 +7,19 @@ constraint values and user attrs that ``tune show`` and the exporters read back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import front_axes
+from objectives.tails import tail_note
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError
 from tuner.export.eligible import Policy
-from tuner.export.recommend import (
-    TierRecommendation,
-    format_recommendations,
-    recommend,
-    trials_table,
-)
+from tuner.export.recommend import TierRecommendation, recommend, trials_table
+from tuner.export.recommend_table import format_recommendations
 from tuner.record.trial import (
     TrialOutcome,
     TrialRecord,
@@ -199,11 +196,19 @@ def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) ->
         return f"{head} {trial.state.name}: {r.failure or 'infrastructure fault'}"
     if not r.feasible:
         return f"{head} infeasible: {r.failure}"
-    key = ctx.objective.key
-    cells = "  ".join(
-        f"c{c}={r.tier(c).get(key, float('nan')):.1f}" for c in ctx.space.workload.tiers
-    )
-    return f"{head} {ctx.objective.name}({ctx.objective.unit}): {cells}"
+    key, tiers = ctx.objective.key, ctx.space.workload.tiers
+    cells = "  ".join(f"c{c}={r.tier(c).get(key, float('nan')):.1f}" for c in tiers)
+    return f"{head} {ctx.objective.name}({ctx.objective.unit}): {cells}{_rests(r, key, tiers)}"
+
+
+def _rests(r: TrialRecord, key: str, tiers: Sequence[int]) -> str:
+    # What a percentile rests on, once when every tier agrees (the usual case): "max of 60".
+    notes = [tail_note(key, r.tier(c)) for c in tiers]
+    if not any(notes):
+        return ""
+    if len(set(notes)) == 1:
+        return f"  ({notes[0]} at every tier)"
+    return "  (" + ", ".join(f"c{c} {n or '-'}" for c, n in zip(tiers, notes, strict=True)) + ")"
 
 
 def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendation]:

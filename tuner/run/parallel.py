@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from tuner.errors import StudyError
-from tuner.export.recommend import format_recommendations
+from tuner.export.recommend_table import format_recommendations
 from tuner.run.context import RunOptions, StudyContext, StudySummary
 from tuner.run.join import WorkerOptions, WorkerSummary, join_study, run_options
 from tuner.run.loop import Joined, study_tally

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from tuner.export import export_study
-from tuner.export.recommend import format_recommendations
+from tuner.export.recommend_table import format_recommendations
 from tuner.run.confirm import confirm_leaders
 from tuner.run.context import RunOptions, StudyContext, StudySummary, prepare
 from tuner.run.join import identity, join_study, run_options

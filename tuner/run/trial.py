@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from launchers import launcher_class
-from objectives.metrics import SLO, TierResult, merge_failures
+from objectives.metrics import SLO, merge_failures
 from objectives.objective import Objective
+from objectives.result import TierResult
 from objectives.runner import run_benchmark
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, InfraError, LaunchError
@@ -146,6 +147,8 @@ def _tier_data(result: TierResult) -> dict[str, Any]:
         data["failure_reasons"] = dict(result.failures)
     if result.server:
         data["server"] = dict(result.server)
+    if result.notes:
+        data["notes"] = list(result.notes)
     return data
 
 

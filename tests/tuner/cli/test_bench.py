@@ -11,10 +11,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from objectives.metrics import compute_metrics
+from objectives.records import RequestRecord
+from objectives.result import TierResult
 from objectives.workload import PrefixRepetitionDataset
 from tests.objectives.servers import paced_server, tiny_model, vllm_like_server
 from tuner.cli import main
 from tuner.cli.bench import bench_workload, parse_tiers
+from tuner.cli.bench_table import COLUMNS, summary_rows
 from tuner.errors import TunerError
 
 
@@ -72,7 +76,20 @@ def test_bench_against_a_real_server(
         ):
             assert key in tier
     table = capsys.readouterr().out
-    assert "tune bench" in table and "TPOT p99" in table
+    assert "tune bench" in table and "TPOT p99" in table and "(max of 8)" in table
+
+
+def test_each_p99_shows_its_count_and_below_100_says_it_is_the_maximum() -> None:
+    # 20 requests of 11 chunks: every p99 but ITL's (200 gaps) is the slowest of 20.
+    records = [
+        RequestRecord(8, 10, i, [i + 0.1 + 0.01 * k for k in range(11)], 10, success=True)
+        for i in range(20)
+    ]
+    cells = summary_rows([TierResult(4, compute_metrics(records, 20.0))])[0]
+    row = dict(zip(COLUMNS, cells, strict=True))
+    assert row["TTFT p99"].endswith(" (max of 20)") and row["TPOT p99"].endswith(" (max of 20)")
+    assert row["ITL p99"].endswith(" (n=200)")
+    assert "(" not in row["TTFT p50"] and "(" not in row["TPOT p50"]
 
 
 def test_failed_requests_exit_one_and_are_in_the_json(
@@ -129,6 +146,7 @@ def test_flags_to_workload() -> None:
     spec = bench_workload(opts)
     assert isinstance(spec.dataset, PrefixRepetitionDataset)
     assert spec.num_prompts == 6 and spec.dataset.prefix_len == 100
+    assert not spec.steady_state and bench_workload({**opts, "steady_state": True}).steady_state
     assert parse_tiers("1, 8,32,") == [1, 8, 32]
     with pytest.raises(TunerError):
         parse_tiers("a")

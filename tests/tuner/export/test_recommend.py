@@ -12,7 +12,8 @@ from optuna.trial import FrozenTrial, TrialState
 from objectives.objective import get_objective
 from tests.tuner.conftest import write_yaml
 from tuner.export.eligible import Policy
-from tuner.export.recommend import format_recommendations, recommend
+from tuner.export.recommend import recommend
+from tuner.export.recommend_table import format_recommendations
 from tuner.record.trial import TrialRecord
 from tuner.run.study import RunOptions, run_study
 
@@ -29,6 +30,8 @@ class Trials:
     def add(self, chunk: int, c1: float, c8: float, **attrs: Any) -> int:
         feasible = attrs.pop("feasible", True)
         tiers: dict[str, dict[str, Any]] = {"1": {"p99_tpot_ms": c1}, "8": {"p99_tpot_ms": c8}}
+        for tier, n in zip(("1", "8"), attrs.pop("samples", ()), strict=False):
+            tiers[tier]["tpot_samples"] = n
         if (tput := attrs.pop("tput", None)) is not None:
             tiers["1"]["output_throughput"] = tput
         if (ttft := attrs.pop("ttft", None)) is not None:
@@ -142,6 +145,37 @@ def test_table_shows_spread_launches_and_verdict() -> None:
     assert "better" in text and "c8: chunk=32768" in text
     empty = format_recommendations(recommend([], P99, [1]), P99)
     assert "c1: no feasible trial yet" in empty
+
+
+def test_a_p99_shows_what_it_rests_on_and_below_100_values_reads_as_their_maximum() -> None:
+    t = Trials()
+    t.add(8192, 30.0, 100.0, baseline=True, samples=(20, 250))
+    best = t.add(32768, 20.0, 60.0, samples=(20, 250))
+    t.add(32768, 22.0, 62.0, confirm_of=best, samples=(19, 250))  # pooled as the thinnest
+    recs = recommend(t.all, P99, [1, 8])
+    assert [(r.samples, r.baseline_samples) for r in recs] == [(19, 20), (250, 250)]
+    rows = format_recommendations(recs, P99).splitlines()
+    assert "rests on" in rows[0]
+    c1, c8 = (next(r for r in rows if r.lstrip().startswith(f"c{c} ")) for c in (1, 8))
+    assert "21.0 ±1.4 (2)  max of 19" in c1 and "30.0 (1)  max of 20" in c1
+    assert "61.0 ±1.4 (2)  n=250" in c8 and "100.0 (1)  n=250" in c8
+
+
+def test_a_figure_that_is_no_percentile_has_no_count_column() -> None:
+    t = Trials()
+    t.add(8192, 30.0, 100.0, baseline=True, tput=50.0, samples=(20, 20))
+    tput = get_objective("output_throughput")
+    assert "rests on" not in format_recommendations(recommend(t.all, tput, [1]), tput)
+
+
+def test_a_tier_no_launch_could_measure_says_why() -> None:
+    t = Trials()
+    note = "steady-state window holds 3 requests, fewer than the tier's 8 streams"
+    t.add(8192, 30.0, 100.0, baseline=True)
+    trials = t.all
+    trials[0].user_attrs["tiers"]["8"] = {"p99_ttft_ms": 1.0, "notes": [note]}  # no p99 TPOT
+    (c8,) = recommend(trials, P99, [8])
+    assert c8.trial is None and c8.choice == f"c8: no eligible config; {note}"
 
 
 def test_a_capped_chunk_that_wins_p99_by_preempting_is_not_the_pick(

@@ -55,6 +55,20 @@ def test_one_plot_per_tier_with_front_baseline_and_recommendation(hand_results: 
         assert heading in html
 
 
+def test_every_p99_shown_says_it_is_the_maximum_of_its_8_requests(hand_results: Path) -> None:
+    html = _report(hand_results)
+    versus = re.search(r"<h3>Best vs baseline</h3>.*?</table>", html, flags=re.S)
+    assert versus is not None
+    rows = {m[0]: m[1] for m in re.findall(r"<tr><td>([^<]+)</td>(.*?)</tr>", versus.group(0))}
+    for label in ("p99 TPOT (ms)", "p99 TTFT (ms)"):
+        assert rows[label].count("(max of 8)") == 2, rows[label]  # baseline and pick
+    assert "max of" not in rows["median TPOT (ms)"]
+    front = re.search(r"<h3>Pareto front.*?</table>", html, flags=re.S)
+    assert front is not None and "(max of 8)" in front.group(0)
+    commands = (hand_results / "hand" / "commands.md").read_text()
+    assert re.search(r"p99 TPOT [\d.]+ ms \(max of 8\)", commands)
+
+
 def _chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:

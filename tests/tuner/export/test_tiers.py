@@ -35,6 +35,14 @@ def test_recommendation_is_the_best_feasible_config_per_tier(hand_results: Path)
         assert t.launch is not None and t.launch.verified
 
 
+def test_each_point_carries_the_counts_its_percentiles_rest_on(hand_results: Path) -> None:
+    for t in _export(hand_results).tiers:
+        rec = t.tier.recommended
+        assert rec is not None and rec.metrics["tpot_samples"] == 8
+        figures = rec.figures()  # what recipe.yaml's points show beside each figure
+        assert figures["tpot_samples"] == 8 and figures["ttft_samples"] == 8
+
+
 def test_front_is_exactly_the_non_dominated_feasible_set(hand_results: Path) -> None:
     export = _export(hand_results)
     for t in export.tiers:

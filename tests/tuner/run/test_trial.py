@@ -3,12 +3,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 
-from objectives.metrics import TierResult
+from objectives.metrics import compute_metrics
 from objectives.objective import get_objective
+from objectives.records import RequestRecord
+from objectives.result import TierResult
 from tests.objectives.servers import tiny_model, vllm_like_server
 from tuner.errors import InfraError
+from tuner.record.trial import TrialRecord, write_outcome
 from tuner.run.trial import TrialRunner
 from tuner.space.render import render_engine_config
 from tuner.space.schema import Space
@@ -64,3 +68,19 @@ def test_a_trial_failure_names_the_servers_message_once() -> None:
         "16 of 16 requests failed (15x HTTP 400: Token id 31991 is out of vocabulary, 1x timeout)"
     )
     assert outcome.failure_kind == "failed_requests"
+
+
+def test_the_count_each_tail_rests_on_is_kept_in_the_trial_record() -> None:
+    runner = TrialRunner(endpoint_space("http://127.0.0.1:9"), get_objective("p99_tpot"), 1.0)
+    records = [
+        RequestRecord(8, 4, i, [i + 0.1, i + 0.2, i + 0.3], 4, success=True) for i in range(3)
+    ]
+    tiers = [TierResult(c, compute_metrics(records, 3.0)) for c in (1, 4)]
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    trial = study.ask()
+    outcome = runner.outcome(tiers)
+    write_outcome(trial, outcome)
+    study.tell(trial, outcome.values)
+    stored = TrialRecord.of(study.trials[0])
+    assert stored.value("tpot_samples", 4) == 3 and stored.value("itl_samples", 4) == 6
+    assert stored.value("ttft_samples", 1) == 3 and stored.value("e2el_samples", 1) == 3

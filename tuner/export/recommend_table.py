@@ -1,0 +1,104 @@
+"""The recommendations as a plain-text table: ``recommendations.txt`` and ``tune show``.
+
+One row per tier: the pooled best config beside the baseline, each ``mean ±std (n launches)``,
+the gain and the verdict; then each tier's settings and why each pick was made. Where the
+objective is a percentile, each figure is followed by what it rests on per launch: ``max of 60``
+below 100 values for a p99 (``objectives.tails``), else ``n=250``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from objectives.objective import Objective
+from objectives.tails import percentile, rests_on
+from tuner.export.recommend import TierRecommendation
+
+
+def format_recommendations(recs: Sequence[TierRecommendation], objective: Objective) -> str:
+    """A plain-text table: one row per tier, pooled best vs baseline, then each tier's settings.
+
+    Values read ``mean ±std (n launches)``; the verdict says whether the gain beats the noise.
+    A percentile objective is followed by what it rests on per launch (``max of 60``).
+    """
+    tail = percentile(objective.key)
+    head = _line(_head(objective), tail)
+    lines = [head, "-" * len(head)]
+    lines += [_line(_cells(r, tail), tail) for r in recs]
+    lines.append("")
+    for r in recs:
+        if r.trial is not None:
+            settings = ", ".join(f"{k}={v}" for k, v in r.params.items())
+            lines.append(f"c{r.concurrency}: {settings}")
+        else:
+            lines.append(f"c{r.concurrency}: no feasible trial yet")
+    choices = [r.choice for r in recs if r.choice]
+    if choices:
+        lines += ["", "why each pick:", *choices]
+    return "\n".join(lines)
+
+
+_WIDTHS = {
+    "tier": ">6",
+    "trial": ">5",
+    "value": ">22",
+    "rests": "<9",
+    "baseline": ">18",
+    "base_rests": "<9",
+    "gain": ">7",
+    "verdict": "<18",
+    "median_tpot": ">11",
+    "tput": ">9",
+}
+
+
+def _line(cells: dict[str, str], tail: int | None) -> str:
+    # The "rests on" columns only where the objective is a percentile.
+    shown = [k for k in _WIDTHS if tail is not None or k not in ("rests", "base_rests")]
+    return "  ".join(format(cells[k], _WIDTHS[k]) for k in shown)
+
+
+def _head(objective: Objective) -> dict[str, str]:
+    return {
+        "tier": "tier",
+        "trial": "trial",
+        "value": f"{objective.name} ({objective.unit})",
+        "rests": "rests on",
+        "baseline": "baseline",
+        "base_rests": "rests on",
+        "gain": "gain",
+        "verdict": "verdict",
+        "median_tpot": "median_tpot",
+        "tput": "out tok/s",
+    }
+
+
+def _num(x: float | None, fmt: str = ".1f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _pooled_cell(value: float | None, std: float | None, n: int) -> str:
+    if value is None:
+        return "-"
+    if std is None:
+        return f"{value:.1f} (1)"
+    return f"{value:.1f} ±{std:.1f} ({n})"
+
+
+def _rests(tail: int | None, n: int | None) -> str:
+    return "-" if tail is None or n is None else rests_on(tail, n)
+
+
+def _cells(r: TierRecommendation, tail: int | None) -> dict[str, str]:
+    return {
+        "tier": f"c{r.concurrency}",
+        "trial": "-" if r.trial is None else str(r.trial),
+        "value": _pooled_cell(r.value, r.spread, len(r.values)),
+        "rests": _rests(tail, r.samples),
+        "baseline": _pooled_cell(r.baseline_value, r.baseline_spread, len(r.baseline_values)),
+        "base_rests": _rests(tail, r.baseline_samples),
+        "gain": "-" if r.gain is None else f"{r.gain * 100:+.1f}%",
+        "verdict": r.verdict or "-",
+        "median_tpot": _num(r.metrics.get("median_tpot_ms")),
+        "tput": _num(r.metrics.get("output_throughput")),
+    }
