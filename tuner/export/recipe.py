@@ -4,7 +4,7 @@ Shape (as the recipes site's ``presets``): ``presets.<study>`` holds the image, 
 the ``args``/``env`` every point shares and ``points.c<N>`` with each tier's ``concurrency``,
 its own ``args``/``env`` on top, and the figures measured for it beside the baseline's.
 ``vllm serve <model> <preset args> <point args>`` with the preset env and point env is exactly
-the launch the tier's trial measured.
+the launch the tier's trial measured, but bound to ``engine.serve_host`` for deployment.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 import yaml
 
-from tests.tuner.export.conftest import CONFIGS, TIERS, figures
+from tests.tuner.export.conftest import CONFIGS, TIERS, deployed, figures
 from tuner.export import export_study
 from tuner.export.configs import flags_dict
 from tuner.export.recipe import point_launch
@@ -39,7 +39,7 @@ def test_points_rebuild_the_measured_launch_exactly(hand_results: Path) -> None:
         launch = point_launch(recipe, "hand", key)
         argv, env = _stored_launch(hand_results, point["trial"])
         assert launch.program == argv[:3]
-        assert flags_dict(launch.args) == flags_dict(argv[3:])
+        assert flags_dict(launch.args) == flags_dict(deployed(argv[3:]))
         assert launch.env == env
         assert point["verified"] is True
 
