@@ -3,7 +3,9 @@
 Every word goes through ``shlex.quote``, so JSON flags survive a shell; a secret flag's value is
 written ``"${NAME}"`` for the shell to fill in, and secret env vars are named, never valued. Any
 other ``${...}`` or ``$(...)`` is literal: it is single-quoted, never expanded.
-The ``docker run`` command is what the docker launcher would start (see ``docker_run``).
+The ``docker run`` command is what the docker launcher would start (see ``docker_run``). Both
+bind the space's ``engine.serve_host`` (0.0.0.0 unless it says otherwise), not the trial's
+``engine.host``: they are for serving other machines (see ``configs``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 The launch is re-rendered from the recorded space and the trial's parameters, exactly as the
 study rendered it, and checked against the fingerprint the trial stored: an export never
-recommends a command that differs from the one that was measured.
+recommends a command that differs from the one that was measured, but for the address it binds.
+A trial's engine binds ``engine.host`` (127.0.0.1: only the benchmark client on this machine
+talks to it); the export is for deployment and binds ``engine.serve_host`` (0.0.0.0). The port
+is the space's ``engine.port`` either way, never a slot's port of a parallel run.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ class LaunchConfig:
     env: dict[str, str] = field(default_factory=dict)
     secret_env: list[str] = field(default_factory=list)  # env the engine reads, never valued
     secret_args: list[str] = field(default_factory=list)  # env vars the shell puts in flags
-    verified: bool = False  # re-rendered launch == the launch the trial measured
+    verified: bool = False  # re-rendered launch == the launch the trial measured, host aside
 
     @property
     def argv(self) -> list[str]:
@@ -39,8 +42,11 @@ class LaunchConfig:
 
 
 def launch_config(space: Space, trial: FrozenTrial, redactor: Redactor) -> LaunchConfig:
-    """Render ``trial``'s launch from the space; its secret values go to ``redactor``."""
-    config = render_engine_config(space, dict(trial.params))
+    """Render ``trial``'s launch from the space, bound to ``engine.serve_host``, and check the
+    launch as the trial ran it against its stored fingerprint; secret values go to
+    ``redactor``."""
+    measured = render_engine_config(space, dict(trial.params))
+    config = render_engine_config(space, dict(trial.params), host=space.engine.serve_host)
     secret_env = sorted(config.secret_env)
     redactor.add_env(config.env, secret_env)
     args, flag_secrets = _hide_secret_flags(list(config.args), redactor)
@@ -52,7 +58,7 @@ def launch_config(space: Space, trial: FrozenTrial, redactor: Redactor) -> Launc
         env={k: v for k, v in config.env.items() if k not in config.secret_env},
         secret_env=secret_env,
         secret_args=sorted(set(flag_secrets)),
-        verified=stored == config.fingerprint(),
+        verified=stored == measured.fingerprint(),
     )
 
 

@@ -1,10 +1,13 @@
 """``recipe.yaml``: the recommended config per tier as a vLLM-recipe-style preset.
 
 Shape (as the recipes site's ``presets``): ``presets.<study>`` holds the image, the hardware,
-the ``args``/``env`` every point shares and ``points.c<N>`` with each tier's ``concurrency``,
-its own ``args``/``env`` on top, and the figures measured for it beside the baseline's.
-``vllm serve <model> <preset args> <point args>`` with the preset env and point env is exactly
-the launch the tier's trial measured.
+the ``tp``/``args``/``json_args``/``env`` every point shares and ``points.c<N>`` with each
+tier's ``concurrency``, its own ``tp``/``args``/``json_args``/``env`` on top, and the figures
+measured for it beside the baseline's. ``tp`` is the tensor-parallel size (absent when the
+launch sets none) and ``json_args`` maps each JSON-valued flag to its object (see
+``recipe_args``). ``vllm serve <model> <args> --tensor-parallel-size <tp> <json_args>`` with the
+preset env and point env is exactly the launch the tier's trial measured, but bound to
+``engine.serve_host`` for deployment.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import yaml
 from tuner.export.build import Export, TierExport
 from tuner.export.configs import LaunchConfig, split_shared
 from tuner.export.docker_run import image_of
+from tuner.export.recipe_args import launch_args, recipe_args
 
 
 def recipe_data(export: Export) -> dict[str, Any]:
@@ -48,7 +52,7 @@ def _preset(export: Export) -> dict[str, Any]:
         "workload": _workload(export),
         "image": image_of(data.space),
         "command": launches[0].program if launches else data.space.engine.argv_prefix(),
-        "args": split.args,
+        **recipe_args(split.args).fields(),
         "env": split.env,
         "secret_env": sorted({n for launch in launches for n in launch.secret_env}),
         "secret_args": sorted({n for launch in launches for n in launch.secret_args}),
@@ -78,7 +82,7 @@ def _point(t: TierExport, args: list[str], env: dict[str, str]) -> dict[str, Any
     point: dict[str, Any] = {
         "label": str(t.concurrency),
         "concurrency": t.concurrency,
-        "args": args,
+        **recipe_args(args).fields(),
         "env": env,
         "trial": rec.trial,
         "params": rec.params,
@@ -99,7 +103,8 @@ def recipe_yaml(export: Export) -> str:
     head = (
         f"# Recommended {export.data.space.engine.name} configs per concurrency tier, exported "
         f"from study '{export.data.name}'.\n# vllm serve = preset command + preset args + point "
-        "args; env = preset env + point env.\n"
+        "args + --tensor-parallel-size tp\n#   + each json_args flag with its object as JSON; "
+        "env = preset env + point env.\n"
     )
     body = yaml.safe_dump(recipe_data(export), sort_keys=False, width=100, allow_unicode=True)
     return head + body
@@ -109,10 +114,14 @@ def point_launch(recipe: dict[str, Any], preset: str, point: str) -> LaunchConfi
     """Rebuild the launch of one point from a loaded recipe (the inverse of the export)."""
     p = recipe["presets"][preset]
     pt = p["points"][point]
+    # The export puts tp and each JSON flag in the preset or in the points, never both; in a
+    # hand-edited recipe that repeats one, the point's wins, as a point overrides its preset.
+    json_args = {**p.get("json_args", {}), **pt.get("json_args", {})}
+    args = launch_args([*p["args"], *pt["args"]], json_args, pt.get("tp", p.get("tp")))
     return LaunchConfig(
         trial=int(pt["trial"]),
         program=list(p["command"]),
-        args=[*p["args"], *pt["args"]],
+        args=args,
         env={**p["env"], **pt["env"]},
         secret_env=list(p.get("secret_env", [])),
         secret_args=list(p.get("secret_args", [])),

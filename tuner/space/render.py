@@ -27,10 +27,14 @@ def render_engine_config(
     values: Mapping[str, Scalar],
     *,
     port: int | None = None,
+    host: str | None = None,
     devices: tuple[str, ...] = (),
     labels: Mapping[str, str] | None = None,
 ) -> EngineConfig:
-    """The launch for ``values`` (one per parameter; missing ones take their defaults)."""
+    """The launch for ``values`` (one per parameter; missing ones take their defaults).
+
+    ``port`` and ``host`` replace the space's ``engine.port`` and ``engine.host``.
+    """
     full = {**space.defaults(), **values}
     flags, env = _base(space)
     tuned: dict[str, str] = {}
@@ -46,7 +50,8 @@ def render_engine_config(
         else:
             flags.pop(flag, None)
     port = port or space.engine.port
-    flags["--host"] = ["--host", space.engine.host]
+    host = host or space.engine.host
+    flags["--host"] = ["--host", host]
     flags["--port"] = ["--port", str(port)]
     secret = {k for k, v in env.items() if is_secret_env(k, v)} | set(space.engine.pass_env)
     env.update({k: os.environ[k] for k in space.engine.pass_env if k in os.environ})
@@ -57,7 +62,7 @@ def render_engine_config(
         env=env,
         model=space.engine.request_model,
         port=port,
-        host=space.engine.host,
+        host=host,
         devices=devices,
         secret_env=frozenset(secret),
         labels=dict(labels or {}),

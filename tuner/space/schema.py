@@ -44,7 +44,14 @@ class EngineSpec(BaseModel):
     )
     image: str | None = Field(None, description="Container image, for docker targets and exports.")
     port: int = Field(8000, ge=1, le=65535, description="Port the engine listens on.")
-    host: str = Field("127.0.0.1", description="Address the engine binds.")
+    host: str = Field("127.0.0.1", description="Address the engine binds in a trial.")
+    serve_host: str = Field(
+        "0.0.0.0",
+        min_length=1,
+        description="Address the exported commands (commands.md, recipe.yaml, report.html) "
+        "bind: a deployed server takes requests from other machines, while a trial's engine "
+        "binds 'host' and only the local benchmark client reaches it.",
+    )
     pass_env: list[str] = Field(
         default_factory=list,
         description="Env vars copied from tune's own environment into the engine's (e.g. "

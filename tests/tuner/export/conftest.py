@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import math
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,13 @@ def hand_results(hand_study_dir: Path, tmp_path: Path) -> Path:
     results = tmp_path / "results"
     shutil.copytree(hand_study_dir, results)
     return results
+
+
+SERVE_HOST = "0.0.0.0"  # engine.serve_host's default: what every export binds
+
+
+def deployed(args: Sequence[str], host: str = SERVE_HOST) -> list[str]:
+    """A trial's ``args`` as the exports write them: ``--host`` is the serve host."""
+    out = list(args)
+    out[out.index("--host") + 1] = host
+    return out

@@ -15,7 +15,7 @@ import optuna
 import pytest
 
 from launchers.docker import DockerSettings, container_spec
-from tests.tuner.export.conftest import build_study, space_dict
+from tests.tuner.export.conftest import SERVE_HOST, build_study, deployed, space_dict
 from tests.tuner.export.shell import run_pasted as _run
 from tuner.engine import EngineConfig
 from tuner.export import export_study
@@ -93,7 +93,7 @@ def test_serve_commands_run_with_exact_flags_and_env(secretive: Path, tmp_path: 
         env = {"VLLM_API_KEY": API_KEY, "MY_API_KEY": NAMED, "HF_TOKEN": HF}
         got = _run(block, tmp_path, env)
         want = _measured(secretive, trial)
-        assert got["argv"] == [*want.program[1:], *want.args]  # JSON and key intact
+        assert got["argv"] == [*want.program[1:], *deployed(want.args)]  # JSON and key intact
         assert got["env"]["VLLM_WEIRD"] == WEIRD
         assert got["env"]["HF_TOKEN"] == HF  # passed on by the shell, never written
 
@@ -155,7 +155,7 @@ def _engine_config(results: Path, trial: int, env: dict[str, str]) -> EngineConf
             mp.setenv(k, v)
         study = optuna.load_study(study_name="secretive", storage=f"sqlite:///{results}/study.db")
         space = space_from_text("secretive", study.user_attrs["space_yaml"])
-        return render_engine_config(space, study.trials[trial].params)
+        return render_engine_config(space, study.trials[trial].params, host=SERVE_HOST)
 
 
 def test_no_secret_value_in_any_export_file(secretive: Path) -> None:

@@ -26,6 +26,7 @@ from launchers.sim import SimLauncher, SimSettings
 from launchers.simengine import SimEngine, load_profile
 from launchers.simengine.config import SimConfig, resolve
 from tests.tuner.conftest import SMALL_SPACE, write_yaml
+from tests.tuner.export.conftest import deployed
 from tests.tuner.export.shell import run_pasted as _run
 from tuner.engine import EngineConfig
 from tuner.export.dashboard import free_port
@@ -66,7 +67,7 @@ def test_recipe_points_are_the_measured_launches(study_dir: Path) -> None:
         stored = _stored(study_dir, point["trial"])
         assert launch.program == stored["argv"][:3] and launch.env == stored["env"]
         applied = resolve(launch.args, launch.env, profile)
-        assert applied == resolve(stored["argv"][3:], stored["env"], profile)
+        assert applied == resolve(deployed(stored["argv"][3:]), stored["env"], profile)
         assert point["verified"] is True
 
 
@@ -82,11 +83,11 @@ def test_pasted_serve_commands_start_the_recommended_settings(
     for block, trial in zip(blocks, trials, strict=True):
         got = _run(block, tmp_path, {})
         stored = _stored(study_dir, trial)
-        assert got["argv"] == stored["argv"][1:]  # `vllm` itself is argv[0] of the recorder
+        assert got["argv"] == deployed(stored["argv"][1:])  # `vllm` is the recorder's argv[0]
         env = {k: got["env"][k] for k in stored["env"]}
         assert env == stored["env"]
         applied = _start_sim(got["argv"], env, tmp_path / f"t{trial}")
-        assert applied == resolve(stored["argv"][3:], stored["env"], profile)
+        assert applied == resolve(deployed(stored["argv"][3:]), stored["env"], profile)
         assert applied.max_num_seqs == int(stored["params"]["max_num_seqs"])
         assert applied.max_num_batched_tokens == int(stored["params"]["max_num_batched_tokens"])
 

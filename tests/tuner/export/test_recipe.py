@@ -10,7 +10,14 @@ from typing import Any
 import optuna
 import yaml
 
-from tests.tuner.export.conftest import CONFIGS, TIERS, figures
+from tests.tuner.export.conftest import (
+    CONFIGS,
+    TIERS,
+    build_study,
+    deployed,
+    figures,
+    space_dict,
+)
 from tuner.export import export_study
 from tuner.export.configs import flags_dict
 from tuner.export.recipe import point_launch
@@ -23,9 +30,12 @@ def _load(results: Path) -> dict[str, Any]:
     return dict(yaml.safe_load((results / "hand" / "recipe.yaml").read_text()))
 
 
-def _stored_launch(results: Path, trial: int) -> tuple[list[str], dict[str, str]]:
+def _stored_launch(
+    results: Path, trial: int, name: str = "hand"
+) -> tuple[list[str], dict[str, str]]:
     """The argv and env a trial ran with, from the fingerprint the study stored."""
-    study = optuna.load_study(study_name="hand", storage=f"sqlite:///{results}/hand/study.db")
+    url = f"sqlite:///{results}/{name}/study.db"
+    study = optuna.load_study(study_name=name, storage=url)
     argv_text, _, env_text = study.trials[trial].user_attrs["fingerprint"].partition(" | ")
     env = dict(kv.split("=", 1) for kv in env_text.split(",") if kv)
     return shlex.split(argv_text), env
@@ -39,7 +49,7 @@ def test_points_rebuild_the_measured_launch_exactly(hand_results: Path) -> None:
         launch = point_launch(recipe, "hand", key)
         argv, env = _stored_launch(hand_results, point["trial"])
         assert launch.program == argv[:3]
-        assert flags_dict(launch.args) == flags_dict(argv[3:])
+        assert flags_dict(launch.args) == flags_dict(deployed(argv[3:]))
         assert launch.env == env
         assert point["verified"] is True
 
@@ -63,14 +73,15 @@ def test_shape_follows_the_recipe_presets(hand_results: Path) -> None:
     recipe = _load(hand_results)
     ref_preset = next(iter(json.loads(REFERENCE.read_text())["presets"].values()))
     preset = recipe["presets"]["hand"]
-    for key in ("label", "hardware", "description", "workload", "image", "args", "env", "points"):
+    keys = ("label", "hardware", "description", "workload", "image", "tp", "args", "json_args")
+    for key in (*keys, "env", "points"):
         assert key in preset and key in ref_preset
     assert preset["hardware"] == "simulated 4x H200"
     assert preset["image"] == "vllm/vllm-openai:v0.17.1"
     assert recipe["model"]["model_id"] == "org/model"
     # shared flags sit once in the preset, never again in a point
     shared = set(flags_dict(preset["args"]))
-    assert {"--tensor-parallel-size", "--enable-expert-parallel", "--host"} <= shared
+    assert {"--enable-expert-parallel", "--host"} <= shared
     for point in preset["points"].values():
         assert {"concurrency", "args", "env"} <= set(point)
         assert not shared & set(flags_dict(point["args"]))
@@ -81,3 +92,44 @@ def test_export_is_idempotent(hand_results: Path) -> None:
     before = {p.name: p.read_bytes() for p in first.files}
     again = export_study("hand", None, None, hand_results)
     assert {p.name: p.read_bytes() for p in again.files} == before
+
+
+def test_tensor_parallel_size_is_the_tp_field_not_an_arg(hand_results: Path) -> None:
+    recipe = _load(hand_results)
+    preset = recipe["presets"]["hand"]
+    assert preset["tp"] == 4  # base.args tensor-parallel-size: 4, shared by every point
+    assert "--tensor-parallel-size" not in preset["args"]
+    for key, point in preset["points"].items():
+        assert "tp" not in point and "--tensor-parallel-size" not in point["args"]
+        assert flags_dict(point_launch(recipe, "hand", key).args)["--tensor-parallel-size"] == (
+            "4",
+        )
+
+
+COMPILATION = {"cudagraph_mode": "FULL_AND_PIECEWISE", "cudagraph_capture_sizes": [1, 2, 4]}
+SPECULATIVE = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+
+
+def test_json_flags_are_mappings_under_json_args(tmp_path: Path) -> None:
+    space = space_dict()
+    space["base"] = {
+        "args": {**space["base"]["args"], "compilation-config": COMPILATION},
+        "env": {},
+    }
+    space["base"]["args"]["speculative-config"] = SPECULATIVE
+    build_study(tmp_path, space, name="json")
+    export_study("json", None, None, tmp_path)
+    recipe = yaml.safe_load((tmp_path / "json" / "recipe.yaml").read_text())
+    preset = recipe["presets"]["json"]
+    assert preset["json_args"] == {
+        "--compilation-config": COMPILATION,
+        "--speculative-config": SPECULATIVE,
+    }
+    for point in [preset, *preset["points"].values()]:
+        assert not {"--compilation-config", "--speculative-config"} & set(point["args"])
+        assert not any(word.startswith("{") for word in point["args"])
+    for key, point in preset["points"].items():
+        got = flags_dict(point_launch(recipe, "json", key).args)
+        assert json.loads(got["--speculative-config"][0]) == SPECULATIVE
+        argv, _ = _stored_launch(tmp_path, point["trial"], "json")
+        assert got == flags_dict(deployed(argv[3:]))  # the measured JSON words, exactly
