@@ -92,6 +92,7 @@ def test_token_id_prompt_and_non_streamed_response(sim_server: Callable[..., str
     assert out["choices"][0]["text"].count(" ") == 7
 
 
+@pytest.mark.slow  # a long stream with no ignore_eos: seconds of serving
 def test_without_ignore_eos_a_request_may_stop_early(sim_server: Callable[..., str]) -> None:
     url = sim_server()
     r = httpx.post(

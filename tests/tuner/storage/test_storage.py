@@ -112,6 +112,7 @@ def launched(study: optuna.Study) -> optuna.Trial:
     return trial
 
 
+@pytest.mark.slow  # waits out heartbeat graces: seconds of sleep
 def test_journal_heartbeats_fail_and_requeue_a_dead_workers_trial(tmp_path: Path) -> None:
     url = f"journal:{tmp_path / 'journal.log'}"
     storage = open_storage(url, StorageSettings(heartbeat_s=1, grace_s=2), requeue_lost)
@@ -129,6 +130,7 @@ def test_journal_heartbeats_fail_and_requeue_a_dead_workers_trial(tmp_path: Path
     assert again.system_attrs["fixed_params"] == lost.params
 
 
+@pytest.mark.slow  # waits out heartbeat graces: seconds of sleep
 def test_a_trial_whose_worker_died_before_its_first_beat_is_failed_too(tmp_path: Path) -> None:
     url = f"journal:{tmp_path / 'journal.log'}"
     storage = open_storage(url, StorageSettings(heartbeat_s=1, grace_s=2), requeue_lost)
@@ -141,6 +143,7 @@ def test_a_trial_whose_worker_died_before_its_first_beat_is_failed_too(tmp_path:
     assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.WAITING]
 
 
+@pytest.mark.slow  # waits out heartbeat graces: seconds of sleep
 def test_a_trial_lost_while_its_config_was_sampled_is_not_queued_again(tmp_path: Path) -> None:
     """Killed between two ``suggest`` calls of its own proposal: nothing was launched and the
     config is not known whole, so nothing is queued (a fragment would be re-run as a fresh
@@ -156,6 +159,7 @@ def test_a_trial_lost_while_its_config_was_sampled_is_not_queued_again(tmp_path:
     assert [t.state for t in study.trials] == [TrialState.FAIL]
 
 
+@pytest.mark.slow  # waits out heartbeat graces: seconds of sleep
 def test_stale_checks_pause_for_one_grace_after_an_outage(tmp_path: Path) -> None:
     storage = open_storage(f"journal:{tmp_path / 'j.log'}", StorageSettings(1, 2))
     study = optuna.create_study(study_name="s", storage=storage)
