@@ -10,7 +10,7 @@ server drive this class.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -46,6 +46,7 @@ class EngineCore:
         self.clock = 0.0
         self.k = sched_cfg.spec_tokens
         self.alpha = model.acceptance()
+        self.lookup = model.prompt_lookup()  # drafts come from the context: the text matters
         self.jitter = model.p.overheads.step_jitter
         # Known bugs that kill the engine under load: (tokens in one step above which, line).
         self.failures: list[tuple[int, str]] = []
@@ -100,7 +101,8 @@ class EngineCore:
                 raise EngineDead(line)
         dt = self.model.step_s(work) * self._noise(1)[0]
         self.clock += dt
-        accepted = iter(self._accepted(work.n_dec).tolist()) if self.k else None
+        decoding = [req for req, _ in plan.items if not req.prefilling]
+        accepted = iter(self._accepted(self._alphas(decoding)).tolist()) if self.k else None
         for req, n in plan.items:
             self._apply(req, n, accepted)
         self._maybe_log()
@@ -154,11 +156,20 @@ class EngineCore:
             return np.ones(n)
         return self.rng.lognormal(0.0, self.jitter, n)
 
-    def _accepted(self, n: int) -> np.ndarray:
+    def _alphas(self, reqs: Sequence[SimRequest]) -> np.ndarray:
+        """Each request's per-token acceptance: a prompt-lookup drafter (n-gram, suffix) only
+        proposes what its context repeats, so its rate scales with the context's share of
+        recurring n-grams (``draft_match``); a draft model's does not."""
+        if not self.lookup:
+            return np.full(len(reqs), self.alpha)
+        return np.array([self.alpha * r.draft_match for r in reqs], dtype=float)
+
+    def _accepted(self, alphas: np.ndarray) -> np.ndarray:
         """Accepted draft tokens per verification: leading successes of k Bernoulli draws."""
+        n = len(alphas)
         if not self.k:
             return np.zeros(n, dtype=np.int64)
-        ok = self.rng.random((n, self.k)) < self.alpha
+        ok = self.rng.random((n, self.k)) < alphas[:, None]
         acc = np.cumprod(ok, axis=1).sum(axis=1)
         self.counters["spec_drafts"] += n
         self.counters["spec_draft_tokens"] += n * self.k
@@ -179,7 +190,7 @@ class EngineCore:
             return False
         rem = np.array([r.output_len - r.produced for r in running])
         m = int(min(rem.min(), MAX_STRETCH))
-        tok = 1 + self._accepted(m * len(running)).reshape(m, len(running))
+        tok = 1 + self._accepted(np.tile(self._alphas(running), m)).reshape(m, len(running))
         cum = np.cumsum(tok, axis=0)  # tokens after each step, per request
         first_done = np.argmax(cum >= rem, axis=0)
         m = int(min(m, (first_done + 1)[(cum >= rem).any(axis=0)].min(initial=m)))

@@ -29,6 +29,7 @@ from launchers.simengine.memory import MemoryPlan, plan_memory
 from launchers.simengine.model import StepModel
 from launchers.simengine.profile import Profile, load_profile
 from launchers.simengine.scheduler import SchedulerConfig, SimRequest
+from launchers.simengine.tokens import recurring_share, token_ids
 from objectives.records import BenchRequest, RequestRecord
 from tuner.errors import FailureKind, LaunchError
 
@@ -196,9 +197,12 @@ class SimEngine:
 
     def _sim_request(self, i: int, r: BenchRequest) -> SimRequest:
         key = ("prefix", r.prefix_key) if r.prefix_key is not None else None
-        return SimRequest(
+        req = SimRequest(
             self.core.new_rid(), r.prompt_len, max(1, r.output_len), key, r.prefix_len if key else 0
         )
+        if self.core.lookup and len(r.prompt):
+            req.draft_match = _draft_match(r)
+        return req
 
     def _record(self, s: SimRequest, sent: float | None) -> RequestRecord:
         rec = RequestRecord(
@@ -310,3 +314,19 @@ class _Runner:
             ("vllm:kv_cache_usage_perc", self.core.pool.usage),
         ):
             now[name] = max(now.get(name, value), value)
+
+
+# Workloads are built once per process and sent to every trial: a request's draft match is
+# worked out once. Entries hold their request, so an id is never reused while cached.
+_MATCHES: dict[int, tuple[BenchRequest, float]] = {}
+
+
+def _draft_match(r: BenchRequest) -> float:
+    hit = _MATCHES.get(id(r))
+    if hit is not None and hit[0] is r:
+        return hit[1]
+    if len(_MATCHES) > 4096:
+        _MATCHES.clear()
+    share = recurring_share(token_ids(r.prompt))
+    _MATCHES[id(r)] = (r, share)
+    return share

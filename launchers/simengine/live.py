@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from launchers.simengine.core import EngineDead
 from launchers.simengine.engine import SimEngine
 from launchers.simengine.scheduler import SimRequest
-from launchers.simengine.tokens import block_hashes
+from launchers.simengine.tokens import block_hashes, recurring_share
 
 END = -1  # queue marker: the request finished
 
@@ -60,6 +60,8 @@ class LiveEngine:
             raise EngineDead(self.dead)
         bs = self.core.pool.block_size
         req = SimRequest(self.core.new_rid(), len(ids), max_tokens, hashes=block_hashes(ids, bs))
+        if self.core.lookup:
+            req.draft_match = recurring_share(ids)
         req.arrival = self._now()
         stream = _Stream(req)
         self._streams.append(stream)

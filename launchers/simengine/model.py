@@ -54,6 +54,9 @@ DEEP_GEMM_MIN_ROWS = 128
 TP_SHARD_MOE_EFF = 0.8  # MoE GEMM efficiency with tensor-parallel-sharded experts
 # Prefill tokens from which a step pays the whole mixed-step cost (smaller chunks pay a share).
 MIXED_FULL_TOKENS = 4096
+# Drafters that propose continuations found in the request's own context (and, for suffix
+# decoding, earlier outputs): vLLM's n-gram prompt lookup and Arctic Inference's suffix trees.
+PROMPT_LOOKUP = frozenset({"ngram", "suffix"})
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,10 @@ class StepModel:
             return None
         s = self.p.speculative[self.k.spec_method]
         return s.draft_ms_per_token, s.draft_on_device
+
+    def prompt_lookup(self) -> bool:
+        """Whether drafts come from matching the context (n-gram, suffix decoding)."""
+        return self.k.spec_method in PROMPT_LOOKUP
 
     def acceptance(self) -> float:
         """Probability each successive draft token is accepted (0 without spec decoding)."""

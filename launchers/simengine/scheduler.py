@@ -37,6 +37,9 @@ class SimRequest:
     prefix_key: Hashable | None = None
     prefix_len: int = 0
     hashes: list[int] | None = None  # full-block hash chain of the prompt (HTTP server)
+    # Share of the prompt's 3-grams that recur in it: what a prompt-lookup drafter can match
+    # (1.0 for a request known only by its length, the text the profile was calibrated on).
+    draft_match: float = 1.0
     arrival: float = 0.0
     computed: int = 0  # tokens whose KV is computed
     produced: int = 0  # output tokens emitted

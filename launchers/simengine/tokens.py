@@ -4,7 +4,8 @@ A text prompt counts one token per whitespace-led word (``" word"``), which is h
 project's synthetic datasets render token ids as text, so a dataset's ``prompt_len`` and the
 server's ``usage.prompt_tokens`` agree. A list of ints is taken as token ids. Full KV blocks are
 hashed as a chain (each block's hash covers every token before it), as vLLM hashes them for
-prefix caching. Generated text cycles through a fixed word list, one word per token.
+prefix caching. Generated text cycles through a fixed word list, one word per token. How much
+of a prompt recurs (``recurring_share``) is what prompt-lookup speculative decoding can draft.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
+
+import numpy as np
 
 _WORD = re.compile(r"\s*\S+|\s+$")
 _OUT_WORDS = (" the", " code", " returns", " a", " value", " and", " then", " it", " runs")
@@ -54,3 +57,17 @@ def natural_length(ids: Sequence[int], max_tokens: int) -> int:
     """Where a request without ``ignore_eos`` stops: a stable draw from its prompt."""
     seed = zlib.crc32(repr(list(ids[-64:])).encode())
     return max(1, min(max_tokens, 16 + seed % 496))
+
+
+def recurring_share(ids: Sequence[int] | np.ndarray, n: int = 3) -> float:
+    """The share of the prompt's ``n``-grams that occur in it more than once: what a drafter
+    that looks the context up (n-gram matching, suffix trees) can propose from. Uniformly
+    random ids give about 0; code, which repeats its idioms, a half or more."""
+    a = np.asarray(ids, dtype=np.int64)
+    if len(a) <= n:
+        return 0.0
+    keys = a[: len(a) - n + 1].copy()
+    for i in range(1, n):
+        keys = keys * 1_000_003 + a[i : len(a) - n + 1 + i]
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    return float((counts[inverse] > 1).mean())

@@ -167,3 +167,25 @@ def test_a_run_reports_the_waiting_peak_a_scrape_would_see() -> None:
     many = SimEngine.from_argv([*BASE, "--max-num-seqs", "64"], {}, "h200x4", 0)
     many.run(workload(16, prompt=2000), concurrency=16)
     assert many.gauge_peaks()["vllm:num_requests_running"] == 16
+
+
+def _acceptance(method: str, prompts: list[list[int]]) -> float:
+    spec = f'{{"method": "{method}", "num_speculative_tokens": 3}}'
+    engine = SimEngine.from_argv([*BASE, "--speculative-config", spec], {}, "h200x4", 0)
+    engine.run([BenchRequest(p, len(p), 200) for p in prompts], concurrency=2)
+    c = engine.server_counters()
+    return c["vllm:spec_decode_num_accepted_tokens"] / c["vllm:spec_decode_num_draft_tokens"]
+
+
+def test_prompt_lookup_drafts_are_accepted_only_where_the_context_repeats() -> None:
+    """n-gram and suffix drafters propose what the context repeats: on uniformly random token
+    ids they are almost never right, on code that reuses its lines they often are; a draft
+    model (MTP) does not care."""
+    rng = np.random.default_rng(0)
+    random_ids = [rng.integers(100, 150_000, 4000).tolist() for _ in range(4)]
+    lines = rng.integers(100, 150_000, (40, 12))
+    code = [lines[rng.integers(0, 40, 330)].ravel().tolist() for _ in range(4)]
+    for method in ("ngram", "suffix"):
+        assert _acceptance(method, random_ids) < 0.02
+        assert _acceptance(method, code) > 0.1
+    assert abs(_acceptance("mtp", random_ids) - _acceptance("mtp", code)) < 0.05
