@@ -97,6 +97,39 @@ class PrefixRepetitionDataset(_Strict):
     )
 
 
+class CodeEditDataset(_Strict):
+    """A coding assistant's traffic: ``num_files`` files, each sent with ``edits`` different
+    edit requests (the file is a shared prefix, so prefix caching is measured), written from
+    a few recurring line shapes as code repeats its idioms (so prompt-lookup speculative
+    decoding finds drafts it can propose, as it never does in uniformly random ids)."""
+
+    kind: Literal["code_edit"] = Field(description="Dataset kind selector.")
+    num_files: int = Field(gt=0, description="Distinct files (shared prefixes).")
+    file_len: int = Field(gt=0, description="Tokens of each file (before range_ratio).")
+    range_ratio: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="File lengths are drawn uniformly from [len*(1-r), len*(1+r)]; 0 = exact.",
+    )
+    edits: int = Field(gt=0, description="Edit requests sent per file.")
+    request_len: int = Field(
+        64, ge=0, description="Tokens of each edit request after its file (fresh content)."
+    )
+    output_len: int = Field(gt=0, description="Output length in tokens of every request.")
+    line_len: int = Field(12, ge=4, description="Tokens per line of a file.")
+    idioms: int = Field(
+        48,
+        gt=0,
+        description="Distinct line shapes a set of files is written from: fewer repeat more "
+        "(each line keeps one fresh identifier token of its own).",
+    )
+    shuffle: bool = Field(True, description="Interleave the edits of different files.")
+    vocab_size: int | None = Field(
+        None, ge=2, description="Token id bound, as for random (unset: the served model's)."
+    )
+
+
 class LongPromptDataset(_Strict):
     """Long single prompts (e.g. one 150K-token sequence), each with a distinct content."""
 
@@ -109,7 +142,7 @@ class LongPromptDataset(_Strict):
 
 
 DatasetSpec = Annotated[
-    RandomDataset | ShareGPTDataset | PrefixRepetitionDataset | LongPromptDataset,
+    RandomDataset | ShareGPTDataset | PrefixRepetitionDataset | CodeEditDataset | LongPromptDataset,
     Field(discriminator="kind"),
 ]
 
@@ -123,7 +156,8 @@ class WorkloadSpec(_Strict):
         gt=0,
         description=(
             "Measured requests per tier. Defaults: num_prefixes*repeats for prefix_repetition, "
-            "1 for long_prompt; required otherwise."
+            "num_files*edits for code_edit (fewer or more cycle through them), 1 for "
+            "long_prompt; required otherwise."
         ),
     )
     warmup: int = Field(1, ge=0, description="Requests sent before each run, not measured.")
@@ -205,6 +239,8 @@ class WorkloadSpec(_Strict):
                     f"dataset.num_prefixes * dataset.repeats ({total}) or be left out"
                 )
             self.num_prompts = total
+        elif isinstance(ds, CodeEditDataset) and self.num_prompts is None:
+            self.num_prompts = ds.num_files * ds.edits
         elif isinstance(ds, LongPromptDataset) and self.num_prompts is None:
             self.num_prompts = 1
         elif self.num_prompts is None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from objectives.datasets._base import WARMUP_ROUND, Dataset, Draw
+from objectives.datasets.code_edit import CodeEdit
 from objectives.datasets.long_prompt import LongPrompt
 from objectives.datasets.prefix_repetition import PrefixRepetition
 from objectives.datasets.random import RandomTokens
@@ -22,7 +23,8 @@ from tuner.errors import DatasetError
 
 # In the order the kinds are offered to users (``tune bench --dataset``, error messages).
 DATASETS: dict[str, Dataset[Any]] = {
-    impl.kind: impl for impl in (RandomTokens(), ShareGPT(), PrefixRepetition(), LongPrompt())
+    impl.kind: impl
+    for impl in (RandomTokens(), ShareGPT(), PrefixRepetition(), CodeEdit(), LongPrompt())
 }
 DATASET_KINDS: tuple[str, ...] = tuple(DATASETS)
 

@@ -57,6 +57,15 @@ EXAMPLES: dict[str, Callable[[Path], dict[str, Any]]] = {
         "repeats": N // 3,
         "output_len": 4,
     },
+    "code_edit": lambda _: {
+        "kind": "code_edit",
+        "num_files": 3,
+        "file_len": 48,
+        "range_ratio": 0.25,
+        "edits": N // 3,
+        "request_len": 4,
+        "output_len": 4,
+    },
     "long_prompt": lambda _: {"kind": "long_prompt", "input_len": 64, "output_len": 4},
 }
 

@@ -86,6 +86,15 @@ def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
             "output_len": opts["output_len"],
             **ids,
         },
+        "code_edit": {  # files of --input-len, --num-prefixes of them, --repeats edits each
+            "num_files": opts["num_prefixes"],
+            "file_len": opts["input_len"],
+            "range_ratio": opts["range_ratio"],
+            "edits": opts["repeats"],
+            "request_len": opts["suffix_len"],
+            "output_len": opts["output_len"],
+            **ids,
+        },
         "long_prompt": {"input_len": opts["input_len"], "output_len": opts["output_len"], **ids},
     }
     if kind not in datasets:
