@@ -84,6 +84,10 @@ DISCRETE: dict[str, list[Any]] = {  # knobs not listed keep every value the spac
     "long_prefill_token_threshold": [0, 6000],
     "max_num_seqs": [16, 64, 256],
     "num_speculative_tokens": [0, 3],
+    # Held at one value, so the landscape keeps the size the sampler was developed on.
+    "gpu_memory_utilization": [0.92],
+    "kv_cache_dtype": ["auto"],
+    "cudagraph_mode": ["FULL_AND_PIECEWISE"],
 }
 Record = dict[str, Any]  # values (per tier), constraints, failure_kind, tier_ok (per tier)
 RECORD_FORMAT = "tier_ok"  # in the cache key: tables written before it lack per-tier feasibility
@@ -98,6 +102,9 @@ def bench_space(prompts: int, seed: int = 0) -> Space:
         for key in ("low", "high", "log", "step"):
             p.pop(key, None)
         p.update(type="categorical", choices=values)
+        if p.get("default") not in values:  # the engine's own default is not on the grid:
+            p["default"] = values[-1] if name == "max_num_seqs" else values[0]
+            p.pop("unset", None)  # every value is then rendered, the default included
     data["workload"].update(num_prompts=prompts, warmup=1)
     data["study"]["seed"] = seed
     return Space.model_validate(data)
