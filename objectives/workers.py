@@ -17,6 +17,7 @@ import asyncio
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from time import perf_counter, sleep
 
 from objectives.client import Api, StreamingClient, make_http_client
@@ -36,6 +37,22 @@ def split(n: int, concurrency: int, workers: int) -> list[tuple[list[int], int]]
     ]
 
 
+@dataclass(frozen=True)
+class Share:
+    """What one worker process sends: its requests, their bodies and arrivals, its share of
+    the concurrency, and the shared start instant (sent to the process, so plain data)."""
+
+    base_url: str
+    api: Api
+    timeout_s: float
+    api_key: str | None
+    requests: list[BenchRequest]
+    bodies: list[bytes]
+    concurrency: int
+    arrivals: list[float]
+    start: float
+
+
 class WorkerPool:
     """K spawned client processes, kept for a whole run (started once, before the first tier)."""
 
@@ -43,7 +60,7 @@ class WorkerPool:
         self, workers: int, base_url: str, api: Api, timeout_s: float, api_key: str | None = None
     ) -> None:
         self.workers = workers
-        self._args = (base_url, api, timeout_s, api_key)
+        self._server = (base_url, api, timeout_s, api_key)
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         # Spawn every process now (imports take a second), not inside the first measured tier.
         for f in [self._pool.submit(sleep, 0.2) for _ in range(workers)]:
@@ -65,12 +82,14 @@ class WorkerPool:
             loop.run_in_executor(
                 self._pool,
                 _run_share,
-                *self._args,
-                [requests[i] for i in idx],
-                [bodies[i] for i in idx],
-                conc,
-                [arrivals[i] for i in idx],
-                start,
+                Share(
+                    *self._server,
+                    [requests[i] for i in idx],
+                    [bodies[i] for i in idx],
+                    conc,
+                    [arrivals[i] for i in idx],
+                    start,
+                ),
             )
             for idx, conc in shares
         ]
@@ -98,33 +117,11 @@ def merge(lags: Sequence[ClientLag]) -> ClientLag:
     )
 
 
-def _run_share(
-    base_url: str,
-    api: Api,
-    timeout_s: float,
-    api_key: str | None,
-    requests: list[BenchRequest],
-    bodies: list[bytes],
-    concurrency: int,
-    arrivals: list[float],
-    start: float,
-) -> tuple[list[RequestRecord], ClientLag]:
-    return asyncio.run(
-        _share(base_url, api, timeout_s, api_key, requests, bodies, concurrency, arrivals, start)
-    )
+def _run_share(share: Share) -> tuple[list[RequestRecord], ClientLag]:
+    return asyncio.run(_share(share))
 
 
-async def _share(
-    base_url: str,
-    api: Api,
-    timeout_s: float,
-    api_key: str | None,
-    requests: list[BenchRequest],
-    bodies: list[bytes],
-    concurrency: int,
-    arrivals: list[float],
-    start: float,
-) -> tuple[list[RequestRecord], ClientLag]:
-    async with make_http_client(base_url, timeout_s, api_key) as http:
-        client = StreamingClient(http, api, timeout_s)
-        return await drive(client, requests, bodies, concurrency, arrivals, start=start)
+async def _share(s: Share) -> tuple[list[RequestRecord], ClientLag]:
+    async with make_http_client(s.base_url, s.timeout_s, s.api_key) as http:
+        client = StreamingClient(http, s.api, s.timeout_s)
+        return await drive(client, s.requests, s.bodies, s.concurrency, s.arrivals, start=s.start)
