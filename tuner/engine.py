@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from tuner.secret_policy import REDACTED, is_secret_flag, looks_like_token, scrub_text
 
-__all__ = ["REDACTED", "EngineConfig"]
+__all__ = ["REDACTED", "EngineConfig", "is_flag"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class EngineConfig:
         hidden: list[bool] = []
         secret_flag = False
         for i, word in enumerate(self.argv):
-            if _is_flag(word):
+            if is_flag(word):
                 nxt = self.argv[i + 1] if i + 1 < len(self.argv) else None
                 secret_flag = "=" not in word and is_secret_flag(word, nxt)
                 hidden.append(False)
@@ -102,7 +102,8 @@ class EngineConfig:
         return shlex.join(self.public_argv()) + " | " + env
 
 
-def _is_flag(word: str) -> bool:
+def is_flag(word: str) -> bool:
+    """Whether an argv word is a flag (``--x``, ``-x``), not a value (``-1``, ``-``)."""
     if not word.startswith("-") or word == "-":
         return False
     try:

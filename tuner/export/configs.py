@@ -16,6 +16,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
+from tuner.engine import is_flag
 from tuner.export.secrets import Redactor, flag_env_name, is_secret_flag
 from tuner.record.trial import TrialRecord
 from tuner.space import render_engine_config
@@ -88,21 +89,11 @@ def flag_groups(args: Sequence[str]) -> list[Group]:
     """``['--a', '1', '--b', '--c', 'x', 'y']`` -> ``[('--a','1'), ('--b',), ('--c','x','y')]``."""
     groups: list[list[str]] = []
     for word in args:
-        if _is_flag(word) or not groups:
+        if is_flag(word) or not groups:
             groups.append([word])
         else:
             groups[-1].append(word)
     return [tuple(g) for g in groups]
-
-
-def _is_flag(word: str) -> bool:
-    if not word.startswith("-") or word == "-":
-        return False
-    try:
-        float(word)  # a negative number is a value, not a flag
-    except ValueError:
-        return True
-    return False
 
 
 def flags_dict(args: Sequence[str]) -> dict[str, tuple[str, ...]]:
