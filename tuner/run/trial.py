@@ -79,7 +79,8 @@ class TrialRunner:
         if any(r.client_saturated for r in results):
             raise InfraError("the benchmark client, not the engine, limited a tier")
         tiers = {str(r.concurrency): _tier_data(r) for r in results}
-        out = TrialOutcome(values=[self._value(tiers.get(str(c))) for c in self.tiers], tiers=tiers)
+        values = [self._value(tiers.get(str(c)), c) for c in self.tiers]
+        out = TrialOutcome(values=values, tiers=tiers)
         out.tier_ok = {
             str(c): any(r.concurrency == c and _tier_ok(r) for r in results) for c in self.tiers
         }
@@ -97,11 +98,19 @@ class TrialRunner:
             out.failure_kind = "slo"
         return out
 
-    def _value(self, metrics: Mapping[str, Any] | None) -> float:
+    def _value(self, metrics: Mapping[str, Any] | None, concurrency: int) -> float:
+        """The tier's value as the sampler is told it: the objective, charged for users the
+        server held back. TPOT measures only the users it seated, so a seat limit would look
+        fast; told as if every user had a seat's share (``c / seated`` worse), the search looks
+        for configs that serve all of a tier's users. Recommendations read the measured metric
+        (the trial record), never this value."""
         value = (metrics or {}).get(self.objective.key)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return self.objective.worst
-        return float(value)
+        held = ((metrics or {}).get("server") or {}).get("users_held") or 0.0
+        seated = max(1.0, concurrency - float(held))
+        share = concurrency / seated
+        return float(value) * share if self.objective.direction == "minimize" else value / share
 
     def _failed(self, err: LaunchError, results: Sequence[TierResult]) -> TrialOutcome:
         out = infeasible(self.objective, len(self.tiers), "engine", str(err), err.kind.value)

@@ -84,3 +84,19 @@ def test_the_count_each_tail_rests_on_is_kept_in_the_trial_record() -> None:
     stored = TrialRecord.of(study.trials[0])
     assert stored.value("tpot_samples", 4) == 3 and stored.value("itl_samples", 4) == 6
     assert stored.value("ttft_samples", 1) == 3 and stored.value("e2el_samples", 1) == 3
+
+
+@pytest.mark.parametrize(("objective", "factor"), [("p99_tpot", 2.0), ("output_throughput", 0.5)])
+def test_the_sampler_is_told_a_tier_charged_for_the_users_its_server_held(
+    objective: str, factor: float
+) -> None:
+    """4 of 8 users held back: the sampler sees the value as if each user had a seat's share
+    (P99 TPOT twice as long, throughput half); the record keeps the measured figure."""
+    runner = TrialRunner(endpoint_space("http://127.0.0.1:9"), get_objective(objective), 1.0)
+    metrics = {"completed": 8, "failed": 0, "p99_tpot_ms": 10.0, "output_throughput": 400.0}
+    held = TierResult(4, dict(metrics), server={"users_held": 2.0})  # 2 of 4 held
+    seated = TierResult(1, dict(metrics), server={"users_held": 0.0})
+    outcome = runner.outcome([seated, held])
+    key = get_objective(objective).key
+    assert outcome.values == [metrics[key], metrics[key] * factor]
+    assert outcome.tiers["4"][key] == metrics[key]  # what recommendations read
