@@ -192,4 +192,7 @@ def _space_digest(space: Space) -> str:
     # Where the API key is read is no part of what is measured (and older studies lack it).
     if data["target"].get("api_key_env") is None:
         data["target"].pop("api_key_env", None)
+    for param in data["parameters"].values():  # a sampler's hint, not what is launched
+        if param.get("ordered", True):
+            param.pop("ordered", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

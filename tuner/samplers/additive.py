@@ -83,8 +83,10 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         seed: int | None = None,
         allowed: Allowed | None = None,
         tiers: Sequence[int] | None = None,
+        unordered: frozenset[str] = frozenset(),
     ) -> None:
         self.tiers = list(tiers) if tiers is not None else None
+        self.unordered = unordered  # knobs whose numeric choices are not in the knob's order
         self.rng = np.random.default_rng(seed)
         self.allowed = allowed or (lambda point: True)
         self.fallback = RandomSampler(seed=seed)
@@ -135,7 +137,7 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         ]
         if not pool:
             return {}  # everything measured: the random fallback samples each knob
-        fresh = covering(pool, [*done, *running], search_space)
+        fresh = covering(pool, [*done, *running], search_space, self.unordered)
         if not done:
             return fresh[int(self.rng.integers(len(fresh)))]
         data = Observed(done, study.directions, trial.number % len(study.directions), self.tiers)
@@ -145,7 +147,8 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
             pool, greedy, stuck = fresh, False, False
         dist = None if greedy or stuck else distance_to_best(pool, data.best(TOP_K), search_space)
         limit = STALE_LIMIT if stuck else RISK_LIMIT
-        return pool[self._pick(Encoder(search_space), data, pool, dist, limit)]
+        enc = Encoder(search_space, self.unordered)
+        return pool[self._pick(enc, data, pool, dist, limit)]
 
     def _pick(
         self,
@@ -363,15 +366,17 @@ def covering(
     pool: list[dict[str, Any]],
     launched: Sequence[FrozenTrial],
     space: Mapping[str, BaseDistribution],
+    unordered: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
-    """The candidates that launch a choice of an unordered knob (a kernel, a backend) that no
-    trial has launched yet; all of ``pool`` once every choice has been. Ordered knobs are left
-    out: their rank feature lets one launch teach its neighbours, an unordered choice's
-    effect is known from its own launches only."""
+    """The candidates that launch a choice of an unordered knob (a kernel, a backend, slot
+    counts with an 'auto') that no trial has launched yet; all of ``pool`` once every choice
+    has been. Ordered knobs are left out: their rank feature lets one launch teach its
+    neighbours, an unordered choice's effect is known from its own launches only."""
     choices = {
         n: d.choices
         for n, d in space.items()
-        if isinstance(d, CategoricalDistribution) and not numeric_choices(d.choices)
+        if isinstance(d, CategoricalDistribution)
+        and (n in unordered or not numeric_choices(d.choices))
     }
     seen = {(n, repr(t.params[n])) for t in launched for n in choices if n in t.params}
     unseen = {(n, repr(c)) for n, cs in choices.items() for c in cs} - seen

@@ -46,6 +46,7 @@ def _additive(space: Space) -> optuna.samplers.BaseSampler:
         seed=space.study.seed,
         allowed=lambda point: not violated_rules(space, point),
         tiers=space.workload.tiers,
+        unordered=frozenset(n for n, p in space.parameters.items() if not p.ordered),
     )
 
 

@@ -41,8 +41,11 @@ def _variances(hyper: Sequence[float], blocks: int) -> list[float]:
 class Encoder:
     """Feature rows for parameter dicts over a fixed, flat search space (names sorted)."""
 
-    def __init__(self, space: Mapping[str, BaseDistribution]) -> None:
+    def __init__(
+        self, space: Mapping[str, BaseDistribution], unordered: frozenset[str] = frozenset()
+    ) -> None:
         self.space = dict(sorted(space.items()))
+        self.unordered = unordered  # numeric choices whose order is not the knob's
         self.widths = [len(self._param(name, d, None)) for name, d in self.space.items()]
         owner = np.repeat(np.arange(len(self.widths)), self.widths)
         i, j = np.triu_indices(len(owner), k=1)
@@ -66,18 +69,19 @@ class Encoder:
 
     def _param(self, name: str, dist: BaseDistribution, value: Any) -> np.ndarray:
         if isinstance(dist, CategoricalDistribution):
-            return _categorical(dist, value)
+            return _categorical(dist, value, name not in self.unordered)
         return _numeric(dist, value)
 
 
-def _categorical(dist: CategoricalDistribution, value: Any) -> np.ndarray:
-    """One-hot of the choice, plus its rank among the choices when they are all numbers
-    (so 32768 sits between 8192 and 131072 and one launch teaches its neighbours)."""
+def _categorical(dist: CategoricalDistribution, value: Any, ordered: bool = True) -> np.ndarray:
+    """One-hot of the choice, plus its rank among the choices when they are all numbers in
+    the knob's order (so 32768 sits between 8192 and 131072 and one launch teaches its
+    neighbours)."""
     k = len(dist.choices)
     onehot = np.zeros(k)
     if value is not None:
         onehot[int(dist.to_internal_repr(value))] = 1.0
-    if not numeric_choices(dist.choices):
+    if not ordered or not numeric_choices(dist.choices):
         return onehot
     ranks = sorted({float(c) for c in dist.choices})  # type: ignore[arg-type]
     rank = ranks.index(float(value)) / max(len(ranks) - 1, 1) if value is not None else 0.0

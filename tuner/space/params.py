@@ -42,6 +42,12 @@ class Parameter(BaseModel):
         description="The value meaning 'not set': nothing is rendered for it, and a JSON flag "
         "with any member unset is left out entirely.",
     )
+    ordered: bool = Field(
+        True,
+        description="Whether numeric choices are in the knob's own order, so a sampler may "
+        "expect a value's effect between its neighbours'. False where a value stands outside "
+        "that order, as -1 meaning 'auto' among slot counts.",
+    )
     flag: str | None = Field(
         None, description="Engine flag that takes the value, e.g. --max-num-seqs."
     )

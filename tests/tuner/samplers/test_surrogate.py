@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import create_trial
 
+from tuner.samplers.additive import covering
 from tuner.samplers.surrogate import BayesLinear, Encoder, enumerate_points
 
 SPACE = {
@@ -78,3 +80,22 @@ def test_draws_spread_around_the_mean() -> None:
     draws = np.array([model.draw(rng) for _ in range(400)])
     assert np.allclose(draws.mean(0), model.mean, atol=0.1)
     assert draws.std(0).max() > 0
+
+
+def test_a_knob_whose_numbers_are_not_in_its_order_has_no_rank() -> None:
+    """Slot counts [-1, 1, 2, 4, 8] where -1 means auto (4): ranked, -1 would sit below 1 and
+    one bad launch at 1 would condemn 8; unordered, each choice is only its own one-hot."""
+    space = {"parallel": CategoricalDistribution([-1, 1, 2, 4, 8])}
+    ranked, unranked = Encoder(space), Encoder(space, frozenset({"parallel"}))
+    assert ranked.main([{"parallel": 8}]).shape == (1, 6)
+    assert unranked.main([{"parallel": 8}]).tolist() == [[0, 0, 0, 0, 1]]
+
+
+def test_every_choice_of_an_unordered_numeric_knob_is_launched_early() -> None:
+    space = {"parallel": CategoricalDistribution([-1, 1, 8])}
+    done = [create_trial(params={"parallel": -1}, distributions=space, values=[1.0])]
+    pool = [{"parallel": v} for v in (1, 8)]
+    assert covering(pool, done, space) == pool  # ordered: nothing forces a choice
+    assert covering(pool, done, space, frozenset({"parallel"})) == pool
+    done.append(create_trial(params={"parallel": 1}, distributions=space, values=[2.0]))
+    assert covering(pool, done, space, frozenset({"parallel"})) == [{"parallel": 8}]
