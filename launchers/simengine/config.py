@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from launchers.simengine.args import Env, parse_serve_args
+from launchers.simengine.args import Env, non_default_args, parse_serve_args
 from launchers.simengine.errors import EngineRefused
 from launchers.simengine.model import Knobs
 from launchers.simengine.profile import Profile
@@ -72,6 +72,7 @@ class SimConfig:
     knobs: Knobs
     hccl_buffsize_mb: int
     notes: tuple[str, ...]  # warnings vLLM would log at start-up
+    non_default: dict[str, object] = field(default_factory=dict)  # the flags as parsed
 
 
 def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> SimConfig:
@@ -118,6 +119,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> Si
         knobs=knobs,
         hccl_buffsize_mb=e.int("HCCL_BUFFSIZE", d.hccl_buffsize_mb),
         notes=tuple(notes),
+        non_default=non_default_args(ns),
     )
 
 
