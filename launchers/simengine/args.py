@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from launchers.simengine.errors import EngineRefused
 from tuner.errors import FailureKind
+from tuner.secret_policy import is_secret_flag
 
 _BOOL = argparse.BooleanOptionalAction
 
@@ -119,6 +120,19 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument(name, action="store_true")
     return p
+
+
+def non_default_args(ns: argparse.Namespace) -> dict[str, object]:
+    """What vLLM's ``non-default args: {...}`` line holds: each parsed flag unlike its default.
+
+    vLLM prints credentials there too (--api-key, --ssl-keyfile-password); the simulated
+    engine leaves out every flag the secret policy calls secret, so no log of it holds one."""
+    parser = build_parser()
+    return {
+        k: v
+        for k, v in vars(ns).items()
+        if v != parser.get_default(k) and not is_secret_flag("--" + k.replace("_", "-"), v)
+    }
 
 
 def parse_serve_args(argv: Sequence[str]) -> argparse.Namespace:

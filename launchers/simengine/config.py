@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from launchers.simengine.args import Env, parse_serve_args
+from launchers.simengine.args import Env, non_default_args, parse_serve_args
 from launchers.simengine.errors import EngineRefused
 from launchers.simengine.model import Knobs
 from launchers.simengine.profile import Profile
@@ -72,6 +72,7 @@ class SimConfig:
     knobs: Knobs
     hccl_buffsize_mb: int
     notes: tuple[str, ...]  # warnings vLLM would log at start-up
+    non_default: dict[str, object] = field(default_factory=dict)  # the flags as parsed
 
 
 def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> SimConfig:
@@ -118,6 +119,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> Si
         knobs=knobs,
         hccl_buffsize_mb=e.int("HCCL_BUFFSIZE", d.hccl_buffsize_mb),
         notes=tuple(notes),
+        non_default=non_default_args(ns),
     )
 
 
@@ -238,8 +240,8 @@ def _moe(flag: str, e: Env, profile: Profile, ep: bool, notes: list[str]) -> str
 def _auto_moe(e: Env, profile: Profile) -> str:
     if profile.hardware.platform != "cuda":
         return profile.defaults.moe_backend
-    if e.flag("VLLM_USE_DEEP_GEMM", True) and e.flag("VLLM_MOE_USE_DEEP_GEMM", True):
-        return "deep_gemm"  # DeepGEMM MoE wins over the FlashInfer env when both are on
+    # vLLM's FP8 MoE oracle (select_fp8_moe_backend) handles an explicit FlashInfer env before
+    # DeepGEMM's, so the FlashInfer env wins while VLLM_USE_DEEP_GEMM stays at its default 1.
     fp8, fp16 = "VLLM_USE_FLASHINFER_MOE_FP8", "VLLM_USE_FLASHINFER_MOE_FP16"
     if e.flag(fp8, False) or e.flag(fp16, False):
         mode = (e.str("VLLM_FLASHINFER_MOE_BACKEND") or "throughput").lower()
@@ -248,6 +250,8 @@ def _auto_moe(e: Env, profile: Profile) -> str:
                 f"ValueError: VLLM_FLASHINFER_MOE_BACKEND={mode!r}; valid: throughput, latency"
             )
         return FLASHINFER_MOE_ENV[mode]
+    if e.flag("VLLM_USE_DEEP_GEMM", True) and e.flag("VLLM_MOE_USE_DEEP_GEMM", True):
+        return "deep_gemm"
     return profile.defaults.moe_backend
 
 

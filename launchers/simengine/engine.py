@@ -121,18 +121,29 @@ class SimEngine:
             f"vLLM API server version {self.profile.defaults.vllm_version} (simulated, "
             f"profile {self.profile.name})"
         )
-        self.log(
-            f"non-default args: model={c.model!r}, tensor_parallel_size={c.tp}, "
-            f"max_num_batched_tokens={c.max_num_batched_tokens}, "
-            f"max_num_seqs={c.max_num_seqs}, async_scheduling={c.knobs.async_scheduling}"
-        )
+        # The two lines the tuner's knob check reads, in vLLM's own forms: the parsed flags
+        # unlike their defaults, then the engine core's resolved config.
+        self.log(f"non-default args: {c.non_default!r}")
         for note in c.notes:
             self.log(note)
+        version = self.profile.defaults.vllm_version.split()[0]  # "0.14 (vllm-ascend)": 0.14
+        self.log(f"Initializing a V1 LLM engine (v{version}) with config: {self._engine_config()}")
         load = o.fast_load_s if c.fast_load else o.load_s
         self.log(f"Loading weights took {load:.2f} seconds")
         for line in self.memory.lines(c):
             self.log(line)
         self.log(f"init engine (profile, create kv cache, warmup model) took {o.compile_s:.2f} s")
+
+    def _engine_config(self) -> str:
+        """The resolved values vLLM's engine-core line prints that the simulator knows."""
+        c, k = self.cfg, self.cfg.knobs
+        spec = {"method": k.spec_method, "num_speculative_tokens": k.spec_tokens}
+        return (
+            f"model={c.model!r}, speculative_config={spec if k.spec_method else None}, "
+            f"max_seq_len={c.max_model_len}, tensor_parallel_size={c.tp}, "
+            f"enforce_eager={k.cudagraph_mode == 'NONE'}, served_model_name={c.served_name}, "
+            f"enable_prefix_caching={c.enable_prefix_caching}, enable_chunked_prefill=True"
+        )
 
     @property
     def startup_s(self) -> float:

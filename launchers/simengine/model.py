@@ -26,19 +26,26 @@ devices under expert parallel), plus fixed costs:
 - fixed costs: non-GEMM kernels per layer; graph replay of a decode-only step (kernels outside
   the graphs the cudagraph mode captures pay a launch each, ``eager_attn_us`` and
   ``eager_rest_us`` per layer); the cost of a
-  step holding prefill (``mixed_step_ms``, reached from 4096 prefill tokens: such steps run
-  outside the captured graphs with per-request attention planning; calibrated, it is what
-  makes many small chunks slower than few big ones, scenario 1b's S2 -> S3 and scenario 2's
-  median TPOT); with ``mixed_decode_eff`` a backend that serves decode rows of a mixed batch
-  with its prefill kernel reads their KV slower; host op dispatch on Ascend (what
+  step holding prefill (``mixed_step_ms``, reached from 4096 prefill tokens: attention runs
+  outside the piecewise graphs) and, when that step also holds decode rows, the attention
+  backend's ``mixed_batch_ms`` (fitted, see the profile's ``fitted`` list: it is what makes
+  many small chunks slower than few big ones under load, scenario 1b's S2 -> S3 and scenario
+  2's median TPOT, and FLASH_ATTN's one varlen kernel for a mixed batch slower than
+  FlashInfer's split into its prefill and decode kernels, scenario 1b's S0); a request
+  prefilling alone pays only ``mixed_step_ms`` per chunk, so its TTFT hardly depends on the
+  chunk size or the backend (the write-up's 150K-token TTFT is about the same in S0..S3);
+  with ``mixed_decode_eff`` a
+  backend that serves decode rows of a mixed batch with its prefill kernel reads their KV
+  slower; host op dispatch on Ascend (what
   ``TASK_QUEUE_ENABLE`` pipelines; the step takes ``max(device, host)``); CPU scheduling,
   hidden behind the device step by async scheduling (``max`` instead of sum).
 - speculative decoding: each decoding sequence carries 1 + k query rows (verification) and
   drafting costs ``draft_ms_per_token x k`` on the device (eagle3, mtp) or the CPU (ngram,
   suffix).
 
-Datasheet figures and model shapes come from the profile; efficiencies and fixed costs are the
-profile's calibrated values (see the profile's header and ``bench/sim_fidelity.py``).
+Datasheet figures and model shapes come from the profile; each efficiency and fixed cost there
+names its source (a datasheet bound, a kernel benchmark, the write-up) or is listed in the
+profile's ``fitted`` section with the figures it moves (``bench/sim_fidelity.py`` prints it).
 """
 
 from __future__ import annotations
@@ -130,7 +137,7 @@ class StepModel:
         device: float | np.ndarray = self._dense(rows, sampled) + self._moe(rows)
         device = device + self._comm(rows)
         device = device + self._attn_decode(n_dec, ctx_dec, w.n_pf > 0) + self._attn_prefill(w)
-        device = device + self._fixed(rows, w.pf_tokens) + self._device_draft(n_dec)
+        device = device + self._fixed(rows, w.pf_tokens, n_dec) + self._device_draft(n_dec)
         device = np.maximum(device, self._host_launch())
         cpu = self._cpu(n_dec + w.n_pf)
         total = np.maximum(device, cpu) + 2e-4 if self.k.async_scheduling else device + cpu
@@ -207,12 +214,15 @@ class StepModel:
         mc2 = self.k.fused_mc2
         return mc2 == 1 or (mc2 == 2 and rows <= 512)
 
-    def _fixed(self, rows: int, pf_tokens: int) -> float:
+    def _fixed(self, rows: int, pf_tokens: int, n_dec: int) -> float:
         o, m = self.p.overheads, self.p.model
         fused = self.p.ascend.fused_ops_factor if self.k.fused_mc2 else 1.0
         layer = m.layers * o.layer_us * 1e-6 * fused
         elementwise = m.layers * rows * m.hidden * 2 * 12 / self.devices / self.bw
-        launch = o.decode_graph_ms + o.mixed_step_ms * min(1.0, pf_tokens / MIXED_FULL_TOKENS)
+        # Only a batch that mixes decode rows with prefill pays the backend's mixed-batch
+        # cost: one request prefilling alone does not, whatever its chunk size.
+        mixed = o.mixed_step_ms + (self.attn.mixed_batch_ms if n_dec else 0.0)
+        launch = o.decode_graph_ms + mixed * min(1.0, pf_tokens / MIXED_FULL_TOKENS)
         return layer + elementwise + launch * 1e-3 + self._eager(rows, pf_tokens)
 
     def _eager(self, rows: int, pf_tokens: int) -> float:

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -82,6 +82,11 @@ class AttentionBackend(_Strict):
         description="Factor on decode KV-read efficiency in steps that also hold prefill: a "
         "backend running one varlen kernel for the whole batch serves decode rows without "
         "its split-KV decode path",
+    )
+    mixed_batch_ms: float = Field(
+        0.0,
+        description="Extra cost of a step whose batch mixes decode rows with prefill tokens "
+        "(the whole of it from 4096 prefill tokens), ms",
     )
 
 
@@ -185,6 +190,29 @@ class Profile(_Strict):
     moe_backends: dict[str, MoeBackend]
     speculative: dict[str, SpecMethod]
     ascend: Ascend = Ascend()
+    fitted: dict[str, str] = Field(
+        default_factory=dict,
+        description="Factors set only to make a published figure match, by dotted path "
+        "(attention_backends.FLASH_ATTN.mixed_batch_ms), each with the figures it moves; every "
+        "other factor names its source in the YAML",
+    )
+
+    @model_validator(mode="after")
+    def _fitted_paths_exist(self) -> Profile:
+        # A renamed or removed factor must not leave a stale entry behind.
+        for path in self.fitted:
+            factor_value(self, path)
+        return self
+
+
+def factor_value(profile: Profile, path: str) -> object:
+    """The value at a dotted path of the profile (``overheads.mixed_step_ms``)."""
+    node: object = profile
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+        if node is None:
+            raise ValueError(f"fitted factor {path!r} is not a field of the profile")
+    return node
 
 
 def profile_names() -> list[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import pytest
+
 
 def test_lines_count_wins_and_quartiles_per_config(sf: ModuleType) -> None:
     runs = {
@@ -25,3 +27,20 @@ def test_each_draw_is_a_different_workload_run_on_every_config(sf: ModuleType) -
     assert all(len(v) == 2 and all(m > 0 and p >= m for m, p in v) for v in runs.values())
     assert sf.workload_2(0) != sf.workload_2(1)
     assert runs["small"][0] != runs["small"][1]
+
+
+def test_every_figure_but_scenario_2s_p99_is_required_and_within_tolerance(sf: ModuleType) -> None:
+    _, rows = sf.run_all(0)
+    reported = {(r.scenario, r.metric) for r in rows if not r.required}
+    assert reported == {("s2_medium", "p99_tpot_ms"), ("s2_large", "p99_tpot_ms")}
+    assert all(abs(r.error) <= 0.15 for r in rows if r.required)
+
+
+def test_the_bench_passes_and_prints_each_profiles_fitted_factors(
+    sf: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sf.main([]) == 0
+    out = capsys.readouterr().out
+    assert "h200x4 attention_backends.FLASHINFER.mixed_batch_ms = 250.0:" in out
+    assert "910c ascend.fused_ops_factor" in out
+    assert "150K-token TTFT" in out

@@ -1,14 +1,20 @@
-"""What tune reads from vLLM, checked against real vLLM 0.32.0 output (tests/fixtures)."""
+"""What tune reads from vLLM, checked against real vLLM 0.32.0 output (tests/fixtures), and
+the simulated engine's output read the same way."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from launchers._knobs import UNKNOWN_ENV_WARNING, check_knobs
 from launchers._startup import ExitInfo, exit_error
+from launchers.simengine import SimEngine
+from launchers.simengine.errors import EngineRefused
+from launchers.simengine.metrics_text import prometheus_text
 from objectives import prom
+from objectives.records import BenchRequest
 from tests.launchers.helpers import loopback_config
 from tuner.errors import FailureKind
 
@@ -75,3 +81,62 @@ def test_real_metrics_text_gives_running_waiting_kv_and_counters() -> None:
     assert tier["generation_tokens"] == 723.0
     assert tier["num_requests_running_peak"] == 4.0
     assert tier["prefix_cache_hit_rate"] == 0.0  # 276 queried prompt tokens, none cached
+
+
+# The simulated engine, given the flags the fixture's server ran with, must read the same to
+# every parser above: its log lines and /metrics are in real vLLM's forms.
+SIM_BASE = ["-tp", "4", "--enable-expert-parallel"]
+FIXTURE_FLAGS = [  # what startup_ready.log's server was started with
+    *("--port", "18400", "--max-model-len", "2048", "--served-model-name", "tiny"),
+    *("--max-num-seqs", "8", "--enforce-eager"),
+]
+
+
+def test_the_simulated_start_up_log_gives_the_knob_check_the_real_verdicts() -> None:
+    sim = SimEngine.from_argv([*SIM_BASE, *FIXTURE_FLAGS], {}, "h200x4", 0)
+    asked = ("--max-num-seqs", "8", "--max-model-len", "4096", "--enforce-eager")
+    config = loopback_config(18400, *asked, "--no-enable-prefix-caching")
+    real = check_knobs(config, (FIXTURES / "startup_ready.log").read_text())
+    simulated = check_knobs(config, "\n".join(sim.lines))
+    assert simulated.applied == real.applied
+    assert (
+        set(simulated.ignored)
+        == set(real.ignored)
+        == {
+            "--max-model-len",
+            "--no-enable-prefix-caching",
+        }
+    )
+    assert simulated.unverified == real.unverified
+
+
+def test_simulated_metrics_give_the_tier_the_figures_real_metrics_give() -> None:
+    sim = SimEngine.from_argv([*SIM_BASE, *FIXTURE_FLAGS], {}, "h200x4", 0)
+    sim.run([BenchRequest("", 500, 20) for _ in range(8)], concurrency=4)
+    text = prometheus_text(sim.server_counters(), "tiny")
+    real_text = (FIXTURES / "metrics_under_load.txt").read_text()
+    assert set(prom.tier_counters({}, prom.parse(text))) == set(
+        prom.tier_counters({}, prom.parse(real_text))
+    )
+    # Families both expose are of one kind (a real server without drafts shows no spec ones).
+    real_kinds = {f.name: f.type for f in text_string_to_metric_families(real_text)}
+    kinds = {f.name: f.type for f in text_string_to_metric_families(text)}
+    shared = set(real_kinds) & set(kinds)
+    assert {"vllm:num_preemptions", "vllm:kv_cache_usage_perc"} <= shared
+    assert all(kinds[name] == real_kinds[name] for name in shared)
+
+
+@pytest.mark.parametrize(
+    ("name", "flags"),
+    [
+        ("long_ctx", ["--max-model-len", "300000"]),
+        ("spec_bad", ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 0}']),
+        ("mnbt_lt_seqs", ["--max-num-batched-tokens", "16", "--max-num-seqs", "32"]),
+    ],
+)
+def test_simulated_refusals_classify_as_the_real_ones(name: str, flags: list[str]) -> None:
+    real = exit_error(ExitInfo(1), (FIXTURES / f"refused_{name}.log").read_text())
+    with pytest.raises(EngineRefused) as refused:
+        SimEngine.from_argv([*SIM_BASE, *flags], {}, "h200x4", 0)
+    line = f"ERROR {refused.value}"  # what the simulated server prints before it exits
+    assert exit_error(ExitInfo(refused.value.exit_code), line).kind is real.kind

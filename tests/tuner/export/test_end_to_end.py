@@ -9,6 +9,7 @@ The same command, with ``vllm`` swapped for the simulated engine's HTTP server
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -126,8 +127,9 @@ def test_pasted_serve_command_starts_the_sim_http_server(study_dir: Path, tmp_pa
     try:
         lines = _lines_until(proc, "Starting vLLM API server")
         started = next(line for line in lines if "non-default args" in line)
-        assert f"max_num_batched_tokens={params['max_num_batched_tokens']}," in started
-        assert f"max_num_seqs={params['max_num_seqs']}," in started
+        parsed = ast.literal_eval(started.split("non-default args: ", 1)[1])
+        assert parsed["max_num_batched_tokens"] == params["max_num_batched_tokens"]
+        assert parsed["max_num_seqs"] == params["max_num_seqs"]
         _wait_healthy(f"http://127.0.0.1:{port}/health")
         body = {"model": "org/model", "prompt": "hello", "max_tokens": 4}
         done = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=30)
