@@ -46,7 +46,8 @@ def running(url: str, name: str) -> list[FrozenTrial]:
     """The RUNNING trials of the study (none while it does not exist yet)."""
     try:
         trials = load(url, name).trials
-    except (KeyError, sqlalchemy.exc.OperationalError):  # the database is being created
+    except (KeyError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError):
+        # The database is still being created (by the run, and by this very load).
         return []
     return [t for t in trials if t.state == TrialState.RUNNING]
 

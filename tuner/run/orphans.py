@@ -10,15 +10,12 @@ cannot be seen from here.
 
 from __future__ import annotations
 
-import os
-import socket
-
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
-from launchers.cleanup import owner_alive
 from tuner.record.trial import mark_failed
+from tuner.run.leftovers import gone
 from tuner.run.objective import Report, requeue
 
 WORKER_ATTR = "tune:worker"  # a system attr: who ran a trial (host:pid and slot)
@@ -27,14 +24,6 @@ WORKER_ATTR = "tune:worker"  # a system attr: who ran a trial (host:pid and slot
 def owner_of(trial: FrozenTrial) -> str:
     """``host:pid`` of the process that claimed ``trial`` ('' when it names none)."""
     return str(trial.system_attrs.get(WORKER_ATTR, "")).split(" ", 1)[0]
-
-
-def gone(owner: str) -> bool:
-    """Whether ``owner`` is a process of this host that no longer runs."""
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    return not owner_alive(owner)
 
 
 def fail_orphans(study: optuna.Study, report: Report) -> list[int]:

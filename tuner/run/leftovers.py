@@ -1,0 +1,142 @@
+"""Before the first trial, whatever a killed run of the study left running is stopped.
+
+A run killed with SIGKILL cannot stop its engine: a container keeps its devices and port, a
+local engine process its port, and every later trial would fail on them. So each run, before
+its first trial, removes what a dead run of the same study left:
+
+- containers: by their labels (``tune.study``, and ``tune.owner`` naming a run that is gone;
+  ``launchers.cleanup``, the same rule as ``tune cleanup``);
+- engine processes: a trial notes the engines its launcher started (the process groups of
+  this process's children that lead their own session, which is how local engines are
+  started) in ``.engines.json`` in its folder, and removes the note once its engine is
+  stopped. A note whose run is gone names engines to stop; a process is stopped only while
+  its start time is still the noted one, so a reused pid is never hit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from launchers import cleanup
+from tuner.errors import LaunchError
+
+Report = Callable[[str], None]
+NOTE = ".engines.json"
+STOP_GRACE_S = 15.0  # SIGTERM to SIGKILL, as the process launcher's default stop grace
+_PROC = Path("/proc")
+
+
+def gone(owner: str) -> bool:
+    """Whether ``owner`` (``host:pid``) is a process of this host that no longer runs."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    return not cleanup.owner_alive(owner)
+
+
+def clear_leftovers(study: str, target_kind: str, trials_dir: Path, report: Report) -> None:
+    """Stop the engines and containers of the dead runs of ``study`` (see the docstring)."""
+    if target_kind == "docker":
+        _remove_containers(study, report)
+    for note in sorted(trials_dir.glob(f"*/{NOTE}")):
+        _stop_noted(note, report)
+
+
+def _remove_containers(study: str, report: Report) -> None:
+    try:
+        removed = cleanup.remove_leftovers(cleanup.docker_client(), study=study)
+    except LaunchError as err:  # no daemon: the first trial meets it and says so
+        report(f"warning: leftover containers not checked: {err}")
+        return
+    for gone_one in removed:
+        report(
+            f"removed container {gone_one.name} of trial {gone_one.trial or '-'}, left "
+            f"{gone_one.status} by the run {gone_one.owner or '-'} that is gone"
+        )
+
+
+@contextmanager
+def noted_engines(trial_dir: Path) -> Iterator[EngineNote]:
+    """A note of the engines started during the block, removed when the block ends."""
+    note = EngineNote(trial_dir / NOTE)
+    try:
+        yield note
+    finally:
+        note.path.unlink(missing_ok=True)
+
+
+class EngineNote:
+    """``take()`` after a launcher's ``start``: its engines, written down for a rerun."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def take(self) -> None:
+        groups = [{"pgid": pid, "start": start} for pid, start in _session_children()]
+        if groups:
+            owner = f"{socket.gethostname()}:{os.getpid()}"
+            self.path.write_text(json.dumps({"owner": owner, "groups": groups}))
+
+
+def _session_children() -> list[tuple[int, int]]:
+    """(pid, start time) of this process's children that lead their own session."""
+    me = os.getpid()
+    found = []
+    for entry in _PROC.glob("[0-9]*"):
+        stat = _stat(int(entry.name))
+        if stat is not None and stat[0] == me and stat[1] == int(entry.name):
+            found.append((int(entry.name), stat[2]))
+    return found
+
+
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(parent pid, session id, start time) of ``pid``, from ``/proc`` (None: gone)."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return int(fields[1]), int(fields[3]), int(fields[19])
+
+
+def _stop_noted(note: Path, report: Report) -> None:
+    try:
+        data: dict[str, Any] = json.loads(note.read_text())
+    except (OSError, ValueError):
+        return
+    if not gone(str(data.get("owner", ""))):
+        return  # a live run's engine, or another host's
+    for group in data.get("groups", []):
+        pgid, stat = int(group["pgid"]), _stat(int(group["pgid"]))
+        if stat is not None and stat[2] == int(group["start"]):
+            _stop_group(pgid)
+            report(f"stopped engine process group {pgid}, left by the run {data['owner']}")
+    note.unlink(missing_ok=True)
+
+
+def _stop_group(pgid: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.1)
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
