@@ -23,6 +23,8 @@ from objectives.client import Api, StreamingClient, make_http_client
 from objectives.drive import drive
 from objectives.lag import ClientLag
 from objectives.records import BenchRequest, RequestRecord
+from objectives.stall import Progress
+from objectives.workload import STALL_FLOOR_S
 
 _START_DELAY_S = 0.2  # time for every worker to receive its share before the common start
 
@@ -40,10 +42,16 @@ class WorkerPool:
     """K spawned client processes, kept for a whole run (started once, before the first tier)."""
 
     def __init__(
-        self, workers: int, base_url: str, api: Api, timeout_s: float, api_key: str | None = None
+        self,
+        workers: int,
+        base_url: str,
+        api: Api,
+        timeout_s: float,
+        api_key: str | None = None,
+        stall_floor_s: float = STALL_FLOOR_S,
     ) -> None:
         self.workers = workers
-        self._args = (base_url, api, timeout_s, api_key)
+        self._args = (base_url, api, timeout_s, api_key, stall_floor_s)
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         # Spawn every process now (imports take a second), not inside the first measured tier.
         for f in [self._pool.submit(sleep, 0.2) for _ in range(workers)]:
@@ -103,15 +111,15 @@ def _run_share(
     api: Api,
     timeout_s: float,
     api_key: str | None,
+    stall_floor_s: float,
     requests: list[BenchRequest],
     bodies: list[bytes],
     concurrency: int,
     arrivals: list[float],
     start: float,
 ) -> tuple[list[RequestRecord], ClientLag]:
-    return asyncio.run(
-        _share(base_url, api, timeout_s, api_key, requests, bodies, concurrency, arrivals, start)
-    )
+    share = (requests, bodies, concurrency, arrivals, start)
+    return asyncio.run(_share(base_url, api, timeout_s, api_key, stall_floor_s, *share))
 
 
 async def _share(
@@ -119,6 +127,7 @@ async def _share(
     api: Api,
     timeout_s: float,
     api_key: str | None,
+    stall_floor_s: float,
     requests: list[BenchRequest],
     bodies: list[bytes],
     concurrency: int,
@@ -126,5 +135,6 @@ async def _share(
     start: float,
 ) -> tuple[list[RequestRecord], ClientLag]:
     async with make_http_client(base_url, timeout_s, api_key) as http:
-        client = StreamingClient(http, api, timeout_s)
+        # Each process watches its share: a hung engine silences every share at once.
+        client = StreamingClient(http, api, timeout_s, Progress(stall_floor_s, timeout_s))
         return await drive(client, requests, bodies, concurrency, arrivals, start=start)

@@ -114,6 +114,11 @@ DatasetSpec = Annotated[
 ]
 
 
+# Long enough for a cold kernel or a prefill of every prompt of a tier at once; a hung engine
+# costs this, not every request's timeout.
+STALL_FLOOR_S = 120.0
+
+
 class WorkloadSpec(_Strict):
     """What a trial sends against one running engine, tier after tier."""
 
@@ -152,6 +157,13 @@ class WorkloadSpec(_Strict):
     )
     request_timeout_s: float = Field(
         600.0, gt=0, description="Per-request limit; a request over it fails as 'timeout'."
+    )
+    stall_floor_s: float = Field(
+        STALL_FLOOR_S,
+        gt=0,
+        description="Shortest silence (requests in flight, no token from any stream and no "
+        "request ending) taken for a hung engine. The window is ten times the longest "
+        "silence seen so far in the run, at least this, and under request_timeout_s.",
     )
     client_lag_limit_ms: float | None = Field(
         None,

@@ -89,7 +89,7 @@ def test_three_workers_survive_a_killed_worker_and_a_database_restart(
     # config (the queue entry has the rest), or while sampling its own config (none known, so
     # nothing runs again and a fresh sample takes its place in the budget).
     known = lost_params(lost)
-    assert [t.params for t in again] == ([known] if known else [])
+    assert [t.params for t in again] == ([known] if known is not None else [])
     assert not any(
         str(t.system_attrs[WORKER_ATTR]).startswith(f"{socket.gethostname()}:{victim.pid} ")
         for t in again

@@ -21,7 +21,7 @@ from tuner.record.trial import mark_failed, mark_interrupted
 from tuner.run.context import StudyContext
 from tuner.run.objective import Report, TrialLoop, in_budget, requeue
 from tuner.run.orphans import WORKER_ATTR, fail_orphans
-from tuner.run.signals import signals_deferred
+from tuner.run.signals import signals_deferred, why_stopped
 from tuner.space.sample import suggest
 from tuner.storage.lock import StudyLock
 from tuner.storage.resilient import ResilientStorage
@@ -162,9 +162,9 @@ class WorkerLoop:
         try:
             with signals_deferred():
                 tally, claimed = self._claim(queued_only)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:
             if claimed is not None:
-                self._abandon(claimed, "interrupted (Ctrl-C or SIGTERM)")
+                self._abandon(claimed, why_stopped(err))
             raise
         return tally, claimed
 
@@ -205,8 +205,8 @@ class WorkerLoop:
             with Heartbeat(self.j.storage, trial._trial_id, interval):
                 values = self.loop(trial)
             state = TrialState.COMPLETE
-        except KeyboardInterrupt:
-            self._abandon(trial, "interrupted (Ctrl-C or SIGTERM)")
+        except KeyboardInterrupt as err:
+            self._abandon(trial, why_stopped(err))
             raise
         except InfraError:
             pass  # TrialLoop recorded why; record() below queues the config again

@@ -39,6 +39,7 @@ from tuner.record.trial import (
     write_partial_tiers,
 )
 from tuner.run.context import StudyContext
+from tuner.run.signals import why_stopped
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
 from tuner.space import render_engine_config
@@ -68,8 +69,8 @@ class TrialLoop:
         values = suggest(trial, self.ctx.space)
         try:
             outcome = self._evaluate(trial, values)
-        except KeyboardInterrupt:
-            mark_interrupted(trial, "interrupted (Ctrl-C or SIGTERM)")
+        except KeyboardInterrupt as err:
+            mark_interrupted(trial, why_stopped(err))
             raise
         except InfraError as err:
             self.last_infra = str(err)
@@ -160,7 +161,7 @@ def requeue(study: optuna.Study, trial: FrozenTrial, reason: str | None = None) 
     A trial lost before its config was known whole launched nothing: queueing a fragment would
     pass a fresh sample off as a re-run, so nothing is queued (the budget counts finished
     trials, and a new sample fills the place)."""
-    if params := lost_params(trial):
+    if (params := lost_params(trial)) is not None:
         study.enqueue_trial(params, user_attrs=requeue_attrs(trial, reason))
 
 

@@ -30,7 +30,7 @@ from tuner.run.join import WorkerOptions, WorkerSummary, identity, join_study
 from tuner.run.loop import Joined, WorkerLoop
 from tuner.run.objective import Report, TrialLoop, write_tables
 from tuner.run.parallel import run_slots
-from tuner.run.signals import sigterm_as_interrupt
+from tuner.run.signals import TIME_UP, TimeUp, deadline_alarm, sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
 
 __all__ = ["WorkerOptions", "WorkerSummary", "run_worker"]
@@ -59,7 +59,11 @@ def _run_one(
     report(f"worker {worker.who} joined study {opts.study!r} (budget {joined.budget} trials)")
     interrupted = False
     try:
-        tally = worker.run(deadline, report)
+        with deadline_alarm(deadline):
+            tally = worker.run(deadline, report)
+    except TimeUp:
+        report(TIME_UP)
+        tally = worker.tally()
     except KeyboardInterrupt:
         interrupted = True
         report("interrupted: the running engine was stopped and its trial queued again")
