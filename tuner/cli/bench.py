@@ -2,7 +2,8 @@
 
 Exit codes: 0 when every tier completed cleanly; 1 when a tier had failed requests or the
 client saturated (its numbers are then not the server's; the table and JSON are still written);
-2 for a usage error; 130 on Ctrl-C, after writing the tiers completed so far to ``--json``.
+2 for a usage error (or a hung engine); 130 on Ctrl-C or SIGTERM, after writing the tiers
+completed so far to ``--json`` (as on a hung engine).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
 from tuner.cli.root import app
 from tuner.errors import BenchIncomplete, TunerError
+from tuner.run.signals import sigterm_as_interrupt
 
 
 def parse_tiers(text: str) -> list[int]:
@@ -210,10 +212,11 @@ def run_bench(
             bar.update(task, advance=1, description="measuring")
 
         try:
-            results = run_benchmark(
-                endpoint, spec, on_tier=on_tier, on_request=on_request, client_workers=workers
-            )
-        except KeyboardInterrupt as exc:
+            with sigterm_as_interrupt():  # a scheduler's stop keeps the tiers as Ctrl-C does
+                results = run_benchmark(
+                    endpoint, spec, on_tier=on_tier, on_request=on_request, client_workers=workers
+                )
+        except (KeyboardInterrupt, TunerError) as exc:  # TunerError: a hung engine, say
             if json_out is not None:
                 write_json(json_out, endpoint, spec, partial_results(exc))
             raise

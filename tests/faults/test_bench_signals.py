@@ -1,0 +1,51 @@
+"""``tune bench`` stopped by SIGTERM keeps its completed tiers, as it does on Ctrl-C.
+
+SIGTERM (a job scheduler's stop, ``timeout``, ``docker stop``) used to end the process at once,
+and the tiers measured so far were never written to ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.faults.faulty_engine import Engine, serve
+from tests.faults.procs import finish, tune
+
+
+@pytest.fixture
+def slow_server() -> Iterator[str]:
+    """Tier c1 takes about a second, tier c2 several."""
+    server = serve(Engine("m", "ok", after=0, itl_s=0.02))
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_bench_writes_the_tiers_it_completed(
+    slow_server: str, tmp_path: Path, sig: signal.Signals
+) -> None:
+    out = tmp_path / "bench.json"
+    proc = tune(
+        "bench", "--url", slow_server, "--model", "m", "--concurrency", "1,2",
+        "--num-prompts", "4", "--warmup", "0", "--input-len", "8", "--output-len", "12",
+        "--vocab-size", "700", "--json", str(out), "--no-progress",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "tier 1:" not in proc.stdout.readline():
+        pass
+    proc.send_signal(sig)
+    code, rest = finish(proc)
+    assert code == 130, rest
+    assert "Traceback" not in rest
+    tiers = json.loads(out.read_text())["tiers"]
+    assert [t["max_concurrency"] for t in tiers] == [1]
