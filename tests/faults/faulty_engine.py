@@ -15,12 +15,16 @@ Started as a local engine command (``python faulty_engine.py MODEL --port N [fla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+FAULTY_ENGINE = Path(__file__)  # the script, for an engine command
 
 
 class Engine:
@@ -117,7 +121,8 @@ def main(argv: list[str]) -> None:
     engine = Engine(args.model, args.x_mode, args.x_after, args.x_itl_ms / 1000)
     server = ThreadingHTTPServer((args.host, args.port), handler(engine))
     server.daemon_threads = True
-    print(f"listening on http://{args.host}:{args.port}", flush=True)
+    with contextlib.suppress(BrokenPipeError):  # the run reading our log is gone: serve on
+        print(f"listening on http://{args.host}:{args.port}", flush=True)
     server.serve_forever()
 
 

@@ -22,8 +22,9 @@ import pytest
 
 import launchers.docker
 from launchers import cleanup
-from tests.faults.procs import finish, running, sqlite_url, tune
-from tests.launchers.helpers import LOOPBACK_ENGINE, free_port
+from tests.faults.faulty_engine import FAULTY_ENGINE
+from tests.faults.procs import finish, tune
+from tests.launchers.helpers import free_port, wait_listening
 from tests.tuner.conftest import write_yaml
 from tests.tuner.run.test_worker import wait_for
 from tuner.errors import TunerError
@@ -144,18 +145,17 @@ def test_tune_run_killed_mid_trial_leaves_no_engine_process(
     tmp_path: Path, small_space: dict[str, Any]
 ) -> None:
     port = free_port()
+    command = [sys.executable, str(FAULTY_ENGINE), "{model}", "--x-itl-ms", "20"]
     engine = {"name": "llama.cpp", "version": "0.3.36", "model": "m", "port": port,
-              "command": [sys.executable, str(LOOPBACK_ENGINE), "{model}", "--x-startup-s",
-              "2"]}  # fmt: skip
+              "command": command}  # fmt: skip
     space = {**small_space, "engine": engine, "target": {"kind": "process"}, "base": {}}
     space["parameters"], space["rules"] = {}, []
     path = write_yaml(tmp_path / "s.yaml", space)
     args = ("run", "--space", str(path), "--study", "k")
-    url = sqlite_url(tmp_path / "results", "k")
     first = tune(*args, cwd=tmp_path)
-    wait_for(lambda: running(url, "k"), timeout_s=60)
     note = wait_for(lambda: list((tmp_path / "results" / "k" / "trials").glob(f"*/{NOTE}")))
     pgid = json.loads(note[0].read_text())["groups"][0]["pgid"]
+    wait_listening(port)  # past its start-up, which ends on a log line to the run
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
     os.killpg(pgid, 0)  # the engine outlived its run

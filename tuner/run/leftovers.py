@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from launchers import cleanup
 from tuner.errors import LaunchError
@@ -86,25 +86,43 @@ class EngineNote:
             self.path.write_text(json.dumps({"owner": owner, "groups": groups}))
 
 
-def _session_children() -> list[tuple[int, int]]:
-    """(pid, start time) of this process's children that lead their own session."""
-    me = os.getpid()
+class Proc(NamedTuple):
+    """What ``/proc/PID/stat`` says of a process that matters here."""
+
+    pid: int
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+    start: int  # clock ticks after boot: with the pid, it names one process for ever
+
+    @property
+    def running(self) -> bool:
+        return self.state not in ("Z", "X")  # a zombie is dead, only not reaped yet
+
+
+def _procs() -> list[Proc]:
     found = []
     for entry in _PROC.glob("[0-9]*"):
-        stat = _stat(int(entry.name))
-        if stat is not None and stat[0] == me and stat[1] == int(entry.name):
-            found.append((int(entry.name), stat[2]))
+        proc = _stat(int(entry.name))
+        if proc is not None:
+            found.append(proc)
     return found
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """(parent pid, session id, start time) of ``pid``, from ``/proc`` (None: gone)."""
+def _stat(pid: int) -> Proc | None:
     try:
         text = (_PROC / str(pid) / "stat").read_text()
     except OSError:
-        return None
+        return None  # gone
     fields = text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-    return int(fields[1]), int(fields[3]), int(fields[19])
+    return Proc(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+
+
+def _session_children() -> list[tuple[int, int]]:
+    """(pid, start time) of this process's children that lead their own session."""
+    me = os.getpid()
+    return [(p.pid, p.start) for p in _procs() if p.ppid == me and p.session == p.pid]
 
 
 def _stop_noted(note: Path, report: Report) -> None:
@@ -115,8 +133,8 @@ def _stop_noted(note: Path, report: Report) -> None:
     if not gone(str(data.get("owner", ""))):
         return  # a live run's engine, or another host's
     for group in data.get("groups", []):
-        pgid, stat = int(group["pgid"]), _stat(int(group["pgid"]))
-        if stat is not None and stat[2] == int(group["start"]):
+        pgid, leader = int(group["pgid"]), _stat(int(group["pgid"]))
+        if leader is not None and leader.running and leader.start == int(group["start"]):
             _stop_group(pgid)
             report(f"stopped engine process group {pgid}, left by the run {data['owner']}")
     note.unlink(missing_ok=True)
@@ -133,10 +151,4 @@ def _stop_group(pgid: int) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return any(p.pgrp == pgid and p.running for p in _procs())
