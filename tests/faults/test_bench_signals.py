@@ -28,7 +28,10 @@ def slow_server() -> Iterator[str]:
         server.shutdown()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],  # SIGINT: a guard
+)
 def test_a_stopped_bench_writes_the_tiers_it_completed(
     slow_server: str, tmp_path: Path, sig: signal.Signals
 ) -> None:

@@ -25,6 +25,7 @@ def assert_one_line(code: int, out: str) -> None:
     assert "KeyboardInterrupt" not in out, out
 
 
+@pytest.mark.slow  # a tune process per command: about 8 s
 @pytest.mark.parametrize("command", ["run", "worker"])
 def test_ctrl_c_mid_trial_prints_no_traceback(
     tmp_path: Path, small_space: dict[str, Any], command: str

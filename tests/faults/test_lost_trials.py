@@ -79,7 +79,7 @@ def test_a_live_runs_trial_is_left_to_it(space_file: Path, tmp_path: Path) -> No
     """This process's pid is alive: its trial is running, not lost, whatever its age."""
     me = f"{socket.gethostname()}:{os.getpid()}"
     claim_baseline_as(options(space_file, tmp_path, trials=1), f"{me} slot 0")
-    run_study(options(space_file, tmp_path, trials=1, timeout_s=1.5), lambda _: None)
+    run_study(options(space_file, tmp_path, trials=1, timeout_s=1.0), lambda _: None)
     study = load(sqlite_url(tmp_path / "results", "small"), "small")
     assert study.trials[0].state == TrialState.RUNNING
 
@@ -101,9 +101,9 @@ def test_a_trial_an_error_cut_short_is_queued_again_by_the_rerun(
     small_space["target"] = {"kind": "broken", "fail_trials": [0], "error": error}
     write_yaml(space_file, small_space)
     with pytest.raises(type(ERRORS[error])):
-        run_study(options(space_file, tmp_path, trials=3), lambda _: None)
-    summary = run_study(options(space_file, tmp_path, trials=3), lambda _: None)
-    assert summary.finished_trials == 3
+        run_study(options(space_file, tmp_path, trials=2), lambda _: None)
+    summary = run_study(options(space_file, tmp_path, trials=2), lambda _: None)
+    assert summary.finished_trials == 2
     study = load(sqlite_url(tmp_path / "results", "small"), "small")
     assert study.trials[0].state == TrialState.FAIL
     assert_baseline_measured_again(study, 0)

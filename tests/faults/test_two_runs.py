@@ -37,7 +37,7 @@ def assert_shared(study: optuna.Study, budget: int, outs: list[str]) -> None:
 def test_two_runs_in_one_process_share_the_budget(
     tmp_path: Path, small_space: dict[str, Any]
 ) -> None:
-    small_space["target"] = {"kind": "sim", "profile": "h200x4", "wall_startup_s": 0.3}
+    small_space["target"] = {"kind": "sim", "profile": "h200x4", "wall_startup_s": 0.2}
     space = write_yaml(tmp_path / "s.yaml", small_space)
     opts = RunOptions(space_path=space, trials=3, study="k", results_dir=tmp_path / "results")
     outs: list[list[str]] = [[], []]
@@ -87,6 +87,6 @@ def open_at_once(url: str, runs: int) -> list[BaseException]:
 def test_runs_opening_a_new_database_at_once_all_open_it(tmp_path: Path) -> None:
     """Two runs starting a new study both create the schema: the second insert of its version
     broke a unique constraint, and that run died with a traceback."""
-    for attempt in range(8):
+    for attempt in range(5):
         url = f"sqlite:///{tmp_path / str(attempt) / 'study.db'}"
         assert open_at_once(url, 4) == []
