@@ -93,7 +93,8 @@ def test_a_dead_runs_container_of_the_study_is_removed_before_the_first_trial(
 ) -> None:
     me = f"{socket.gethostname()}:{os.getpid()}"
     left, live, other = container("k", dead_owner()), container("k", me, "1"), container("x", me)
-    docker = Docker([left, live, other])
+    remote = container("k", "elsewhere:1", "2")  # another host's run: cannot be seen from here
+    docker = Docker([left, live, other, remote])
     monkeypatch.setattr(cleanup, "docker_client", lambda: docker)
     monkeypatch.setattr(launchers.docker, "docker_client", lambda: docker)
     small_space["target"] = {"kind": "docker", "image": "vllm/vllm-openai:v0.17.1"}
@@ -102,7 +103,7 @@ def test_a_dead_runs_container_of_the_study_is_removed_before_the_first_trial(
     opts = RunOptions(space_path=space, trials=1, study="k", results_dir=tmp_path / "results")
     with pytest.raises(TunerError, match="is not on this host"):  # the trial's own start
         run_study(opts, lines.append)
-    assert [c.removed for c in (left, live, other)] == [True, False, False]
+    assert [c.removed for c in (left, live, other, remote)] == [True, False, False, False]
     said = [line for line in lines if "removed container tune-k-0" in line]
     assert said and "is gone" in said[0], lines
 

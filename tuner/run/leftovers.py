@@ -4,8 +4,8 @@ A run killed with SIGKILL cannot stop its engine: a container keeps its devices 
 local engine process its port, and every later trial would fail on them. So each run, before
 its first trial, removes what a dead run of the same study left:
 
-- containers: by their labels (``tune.study``, and ``tune.owner`` naming a run that is gone;
-  ``launchers.cleanup``, the same rule as ``tune cleanup``);
+- containers: by their labels (``tune.study``, and ``tune.owner`` naming a run of this host
+  that is gone; ``tune cleanup`` also removes those of other hosts' runs, asked by a person);
 - engine processes: a trial notes the engines its launcher started (the process groups of
   this process's children that lead their own session, which is how local engines are
   started) in ``.engines.json`` in its folder, and removes the note once its engine is
@@ -52,15 +52,27 @@ def clear_leftovers(study: str, target_kind: str, trials_dir: Path, report: Repo
 
 def _remove_containers(study: str, report: Report) -> None:
     try:
-        removed = cleanup.remove_leftovers(cleanup.docker_client(), study=study)
+        client = cleanup.docker_client()
+        found = cleanup.find_leftovers(client, study=study)
     except LaunchError as err:  # no daemon: the first trial meets it and says so
         report(f"warning: leftover containers not checked: {err}")
         return
-    for gone_one in removed:
-        report(
-            f"removed container {gone_one.name} of trial {gone_one.trial or '-'}, left "
-            f"{gone_one.status} by the run {gone_one.owner or '-'} that is gone"
-        )
+    for container in found:
+        # Only a dead run of this host: another host's run (tune in a container with its own
+        # hostname, on a shared docker socket) cannot be seen from here and may be alive.
+        if gone(owner := container.labels.get(cleanup.OWNER, "")):
+            _remove(container, owner, report)
+
+
+def _remove(container: Any, owner: str, report: Report) -> None:
+    trial = container.labels.get(cleanup.TRIAL, "-")
+    try:
+        container.remove(force=True)
+    except Exception as err:  # removed meanwhile, or the daemon refused: the trial will say
+        report(f"warning: container {container.name} of trial {trial} not removed: {err}")
+        return
+    report(f"removed container {container.name} of trial {trial}, left by the run {owner} "
+           "that is gone")  # fmt: skip
 
 
 @contextmanager
