@@ -75,6 +75,7 @@ def test_a_killed_runs_trial_is_queued_again_at_once(space_file: Path, tmp_path:
     assert any(f"trial 0: its run {owner} is gone" in line for line in lines), lines
 
 
+@pytest.mark.slow  # a guard: a study waiting out its --timeout
 def test_a_live_runs_trial_is_left_to_it(space_file: Path, tmp_path: Path) -> None:
     """This process's pid is alive: its trial is running, not lost, whatever its age."""
     me = f"{socket.gethostname()}:{os.getpid()}"

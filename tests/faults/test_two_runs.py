@@ -15,12 +15,14 @@ from typing import Any
 
 import optuna
 import pytest
+import sqlalchemy.exc
 from optuna.trial import TrialState
 
 from tests.faults.procs import finish, load, sqlite_url, tune
 from tests.tuner.conftest import write_yaml
 from tuner.run.objective import in_budget
 from tuner.run.study import RunOptions, run_study
+from tuner.storage import urls
 from tuner.storage.urls import open_storage
 
 
@@ -34,6 +36,7 @@ def assert_shared(study: optuna.Study, budget: int, outs: list[str]) -> None:
     assert all(n == 1 for n in confirmed.values()), confirmed  # one confirmation per leader
 
 
+@pytest.mark.slow  # already held; two studies' worth of trials in threads: about 4 s
 def test_two_runs_in_one_process_share_the_budget(
     tmp_path: Path, small_space: dict[str, Any]
 ) -> None:
@@ -84,6 +87,25 @@ def open_at_once(url: str, runs: int) -> list[BaseException]:
     return errors
 
 
+def test_an_open_that_meets_another_runs_schema_creation_opens_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the second of two runs starting a new study meets: its insert of the schema's
+    version breaks a unique constraint, since the first run inserted it a moment before."""
+    real, calls = urls._rdb, []
+
+    def first_loses_the_race(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 1:
+            raise sqlalchemy.exc.IntegrityError("INSERT INTO alembic_version", {}, Exception())
+        return real(*args)
+
+    monkeypatch.setattr(urls, "_rdb", first_loses_the_race)
+    open_storage(f"sqlite:///{tmp_path / 'study.db'}", report=lambda _: None)
+    assert len(calls) == 2
+
+
+@pytest.mark.slow  # the race itself, a few rounds of it: about 5 s
 def test_runs_opening_a_new_database_at_once_all_open_it(tmp_path: Path) -> None:
     """Two runs starting a new study both create the schema: the second insert of its version
     broke a unique constraint, and that run died with a traceback."""
