@@ -209,7 +209,7 @@ class WorkerLoop:
             self._abandon(trial, why_stopped(err))
             raise
         except InfraError:
-            pass  # TrialLoop recorded why; record() below queues the config again
+            pass  # TrialLoop recorded why; _finish() below queues the config again
         except UpdateFinishedTrialError:
             # Another worker failed this trial as stale (its heartbeats stopped reaching the
             # database, e.g. during an outage) and queued its config again: drop this run.
@@ -235,7 +235,7 @@ class WorkerLoop:
         """Tell ``trial``; a FAIL (an infrastructure fault) has its config queued again in
         the same step under the study lock, since a worker joining meanwhile queues every
         FAIL it finds without a re-run (``seed_queue``)."""
-        with self.j.lock.held():
+        with signals_deferred(), self.j.lock.held():  # a Ctrl-C must not split the two
             frozen = self._tell(trial, state, values)
             if frozen is not None and frozen.state == TrialState.FAIL:
                 requeue(self.study, frozen)

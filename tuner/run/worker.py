@@ -15,7 +15,12 @@ A trial's fate decides what happens next:
 - an infrastructure fault: FAIL, its config queued again (``requeued_from``);
 - Ctrl-C / SIGTERM: engine stopped, FAIL with ``interrupted``, config queued again at once;
 - its worker killed or its node lost: no heartbeat for ``grace_s``, so another worker fails it
-  and queues its config again; if the lost worker comes back its late result is refused.
+  and queues its config again; if the lost worker comes back its late result is refused. A
+  worker on the same host need not wait the grace: a claimer whose pid is gone is dead
+  (``tuner.run.orphans``);
+- ``--timeout`` passing: stopped as by Ctrl-C, and the worker ends as one whose time is up;
+- an error that stops the worker (an image not pulled, a bug): FAIL, and its config queued
+  again when a worker next joins the study (``seed_queue``).
 
 A config is queued again only when it is known whole (``tuner.record.trial.lost_params``): a trial
 lost while its own proposal was still being written launched nothing, and a fresh sample takes
