@@ -16,6 +16,7 @@ import pytest
 
 from tests.faults.faulty_engine import Engine, serve
 from tests.faults.procs import finish, tune
+from tuner.cli import main
 
 
 @pytest.fixture
@@ -52,3 +53,22 @@ def test_a_stopped_bench_writes_the_tiers_it_completed(
     assert "Traceback" not in rest
     tiers = json.loads(out.read_text())["tiers"]
     assert [t["max_concurrency"] for t in tiers] == [1]
+
+
+def test_a_hung_server_ends_the_bench_keeping_the_tiers_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve(Engine("m", "hang", after=1 + 4 + 1, itl_s=0.002))  # hangs in tier c2
+    out = tmp_path / "bench.json"
+    try:
+        code = main([
+            "bench", "--url", f"http://127.0.0.1:{server.server_address[1]}", "--model", "m",
+            "--concurrency", "1,2", "--num-prompts", "4", "--input-len", "8", "--output-len",
+            "12", "--vocab-size", "700", "--stall-floor", "1", "--json", str(out),
+            "--no-progress",
+        ])  # fmt: skip
+    finally:
+        server.shutdown()
+    assert code == 1
+    assert "the server hung" in capsys.readouterr().err
+    assert [t["max_concurrency"] for t in json.loads(out.read_text())["tiers"]] == [1]
