@@ -29,6 +29,7 @@ import httpx
 from objectives.endpoint import auth_headers
 from objectives.records import BenchRequest, RequestRecord
 from objectives.sse import MalformedChunk, SSEParser, decode
+from objectives.stall import Progress
 from objectives.transport import FRESH_CONNECTION, LeanTransport
 
 Api = Literal["completions", "chat"]
@@ -75,10 +76,14 @@ def make_http_client(
 
 
 class StreamingClient:
-    """Sends prepared requests over one ``AsyncClient`` and records what came back."""
+    """Sends prepared requests over one ``AsyncClient`` and records what came back; every
+    token it reads is told to ``progress`` (the hung-engine watch, ``objectives.stall``)."""
 
-    def __init__(self, http: httpx.AsyncClient, api: Api, timeout_s: float) -> None:
+    def __init__(
+        self, http: httpx.AsyncClient, api: Api, timeout_s: float, progress: Progress | None = None
+    ) -> None:
         self.http, self.path, self.timeout_s = http, PATHS[api], timeout_s
+        self.progress = progress
 
     async def send(self, req: BenchRequest, body: bytes) -> RequestRecord:
         """Send one request; never raises for a server fault (the record says why)."""
@@ -122,7 +127,7 @@ class StreamingClient:
             if resp.status_code != 200:
                 rec.error = http_failure(resp.status_code, await resp.aread())
                 return
-            await _read_stream(resp, rec)
+            await _read_stream(resp, rec, self.progress)
 
 
 def http_failure(status: int | None, body: bytes | str | dict[str, Any]) -> str:
@@ -167,14 +172,19 @@ def _clip(text: str) -> str:
     return one_line[: MESSAGE_CHARS - 3] + "..."
 
 
-async def _read_stream(resp: httpx.Response, rec: RequestRecord) -> None:
+async def _read_stream(
+    resp: httpx.Response, rec: RequestRecord, progress: Progress | None = None
+) -> None:
     parser = SSEParser()
     state = _StreamState()
     clock = resp.extensions.get("arrival_time", perf_counter)
     async for raw in resp.aiter_raw():
         now = clock()
+        tokens = len(rec.chunk_times)
         for payload in parser.feed(raw):
             state.event(payload, now, rec)
+        if progress is not None and len(rec.chunk_times) > tokens:
+            progress.event(now)
     for payload in parser.close():
         state.event(payload, perf_counter(), rec)
     state.finish(rec)

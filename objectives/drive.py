@@ -18,6 +18,7 @@ import numpy as np
 from objectives.client import StreamingClient
 from objectives.lag import ClientLag, Sample, counted_lag, probe_loop
 from objectives.records import BenchRequest, RequestRecord
+from objectives.stall import unless_stalled
 
 OnRequest = Callable[[RequestRecord], None]
 
@@ -41,6 +42,9 @@ async def drive(
 ) -> tuple[list[RequestRecord], ClientLag]:
     """Send every request with at most ``concurrency`` in flight; records in request order.
 
+    Raises ``EngineStalled`` (its requests cancelled) when the client's ``progress`` sees the
+    engine silent for a whole window (``objectives.stall``).
+
     ``start`` (a ``perf_counter`` time, default now) is when the tier begins: arrival offsets
     count from it, and several processes given the same ``start`` begin together.
     """
@@ -58,14 +62,20 @@ async def drive(
                 await asyncio.sleep(due - perf_counter())
             if arrivals[i] > 0:
                 send_lag[i] = max(0.0, perf_counter() - due)
+            if progress is not None:
+                progress.sent(perf_counter())
             records[i] = rec = await client.send(requests[i], bodies[i])
+            if progress is not None:
+                progress.done(perf_counter())
             if on_request is not None:
                 on_request(rec)
 
+    progress = client.progress
     samples: list[Sample] = []
     probe = asyncio.create_task(probe_loop(samples))
     try:
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(requests)))))
+        workers = (worker() for _ in range(min(concurrency, len(requests))))
+        await unless_stalled(asyncio.gather(*workers), progress)
     finally:
         probe.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -4,7 +4,7 @@ Warm-up requests go first (not measured), then tier after tier: each tier's requ
 by ``objectives.drive`` (in this process, or over several client processes with
 ``objectives.workers``) while ``/metrics`` is scraped before, during and after it for the
 server's own counters and gauge peaks. Whether the client limited a tier is judged by
-``objectives.lag``.
+``objectives.lag``; whether the engine hung (no token for a window), by ``objectives.stall``.
 """
 
 from __future__ import annotations
@@ -26,13 +26,16 @@ from objectives.lag import ClientLag, client_limited
 from objectives.metrics import SLO
 from objectives.records import BenchRequest, RequestRecord
 from objectives.result import TierResult
+from objectives.stall import EngineStalled, Progress
 from objectives.tier import tier_result
 from objectives.workers import WorkerPool
 from objectives.workload import WorkloadSpec
+from tuner.errors import FailureKind, InfraError, LaunchError
 
 # Gauges are sampled often enough that a tier of a second still shows its queue; a scrape
 # costs a server about a millisecond.
 _SCRAPE_S = 0.25
+HEALTH_TIMEOUT_S = 5.0  # asked once, of an engine found silent
 
 
 async def scrape(http: httpx.AsyncClient) -> dict[str, float] | None:
@@ -77,38 +80,87 @@ async def run_http(
 
     With ``workers > 1`` the measured requests go through that many client processes
     (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process.
+
+    Raises:
+        LaunchError: (``HUNG``) the engine served nothing for a whole window while its
+            ``/health`` answered: a config fault.
+        InfraError: the same silence, and ``/health`` did not answer either.
     """
     assert endpoint.base_url is not None
-    timeout = workload.request_timeout_s
-    key = endpoint.api_key
+    timeout, key, floor = workload.request_timeout_s, endpoint.api_key, workload.stall_floor_s
     pool = (
-        WorkerPool(workers, endpoint.base_url, workload.endpoint, timeout, key)
+        WorkerPool(workers, endpoint.base_url, workload.endpoint, timeout, key, floor)
         if workers > 1
         else None
     )
     try:
         async with make_http_client(endpoint.base_url, timeout, key) as http:
-            client = StreamingClient(http, workload.endpoint, timeout)
-
-            async def in_process(*args: Any) -> tuple[list[RequestRecord], ClientLag]:
-                return await drive(client, *args)
-
-            send: Drive = pool.drive if pool is not None else in_process
-            await _warm_up(client, workload, endpoint.model, base_dir)
-            for i, concurrency in enumerate(workload.tiers):
-                requests = build_requests(workload, base_dir, round=i)
-                records, lag, server = await _tier(
-                    http, send, requests, endpoint.model, workload, concurrency, on_request
-                )
-                result = tier_result(records, concurrency, workload, slos, server, lag.summary())
-                itl = float(result.metrics.get("median_itl_ms", 0.0))  # none: a short window
-                result.client_saturated = client_limited(
-                    records, lag, itl, workload.client_lag_limit_ms
-                )
-                on_tier(result)
+            run = _HttpRun(http, workload, slos, pool, on_request)
+            try:
+                await run.all_tiers(endpoint.model, on_tier, base_dir)
+            except EngineStalled as stall:
+                raise await hung(http, stall, run.where, workload.stall_floor_s) from None
     finally:
         if pool is not None:
             pool.close()
+
+
+class _HttpRun:
+    """One run's client, and where in the run it is (for the hung-engine message)."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        workload: WorkloadSpec,
+        slos: Sequence[SLO],
+        pool: WorkerPool | None,
+        on_request: OnRequest | None,
+    ) -> None:
+        self.http, self.workload, self.slos, self.on_request = http, workload, slos, on_request
+        timeout = workload.request_timeout_s
+        progress = Progress(workload.stall_floor_s, timeout)
+        self.client = StreamingClient(http, workload.endpoint, timeout, progress)
+        self.send: Drive = pool.drive if pool is not None else self._in_process
+        self.where = "warm-up"
+
+    async def _in_process(self, *args: Any) -> tuple[list[RequestRecord], ClientLag]:
+        return await drive(self.client, *args)
+
+    async def all_tiers(
+        self, model: str, on_tier: Callable[[TierResult], None], base_dir: Path | None
+    ) -> None:
+        workload = self.workload
+        await _warm_up(self.client, workload, model, base_dir)
+        for i, concurrency in enumerate(workload.tiers):
+            self.where = f"c{concurrency}"
+            requests = build_requests(workload, base_dir, round=i)
+            records, lag, server = await _tier(
+                self.http, self.send, requests, model, workload, concurrency, self.on_request
+            )
+            result = tier_result(records, concurrency, workload, self.slos, server, lag.summary())
+            itl = float(result.metrics.get("median_itl_ms", 0.0))  # none: a short window
+            result.client_saturated = client_limited(
+                records, lag, itl, workload.client_lag_limit_ms
+            )
+            on_tier(result)
+
+
+async def hung(
+    http: httpx.AsyncClient, stall: EngineStalled, where: str, floor_s: float
+) -> LaunchError | InfraError:
+    """Whose fault a silent engine is: its config's while ``/health`` still answers 200 (up,
+    but serving nothing), else the infrastructure's (the engine or the way to it is gone)."""
+    try:
+        health = await http.get("/health", timeout=min(HEALTH_TIMEOUT_S, max(1.0, floor_s)))
+        answer = f"{health.status_code}"
+    except httpx.HTTPError as err:
+        answer = f"no answer ({type(err).__name__})"
+    if answer == "200":
+        return LaunchError(
+            f"engine hung at {where}: {stall}; /health answers 200, so it is up but serves nothing",
+            FailureKind.HUNG,
+        )
+    return InfraError(f"engine silent at {where}: {stall}, and /health gives {answer}")
 
 
 async def _warm_up(

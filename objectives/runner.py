@@ -5,8 +5,9 @@ run; against a virtual engine (``endpoint.virtual``) they are served in virtual 
 way the same code turns records into a ``TierResult``: warm-up requests first (not measured),
 then tier after tier, each with the seeded requests of its round.
 
-Interruption: on Ctrl-C or cancellation the exception propagates unchanged, carrying the
-completed tiers as ``exc.tier_results`` (read it with ``partial_results(exc)``).
+Interruption: on Ctrl-C, cancellation or a hung engine (``objectives.stall``) the exception
+propagates unchanged, carrying the completed tiers as ``exc.tier_results`` (read it with
+``partial_results(exc)``).
 
 Failures stay data: a tier with failed requests says so in ``failures`` (the objective decides
 what a failure rate means); a tier the client limited is ``client_saturated``, and
@@ -68,7 +69,7 @@ def run_benchmark(
             )
         else:
             raise TunerError("endpoint has neither a base_url nor a virtual engine")
-    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+    except (KeyboardInterrupt, asyncio.CancelledError, TunerError) as exc:
         exc.tier_results = list(results)  # type: ignore[union-attr]
         raise
     return results

@@ -24,6 +24,8 @@ from objectives.client import Api, StreamingClient, make_http_client
 from objectives.drive import drive
 from objectives.lag import ClientLag
 from objectives.records import BenchRequest, RequestRecord
+from objectives.stall import Progress
+from objectives.workload import STALL_FLOOR_S
 
 _START_DELAY_S = 0.2  # time for every worker to receive its share before the common start
 
@@ -46,6 +48,7 @@ class Share:
     api: Api
     timeout_s: float
     api_key: str | None
+    stall_floor_s: float
     requests: list[BenchRequest]
     bodies: list[bytes]
     concurrency: int
@@ -57,10 +60,16 @@ class WorkerPool:
     """K spawned client processes, kept for a whole run (started once, before the first tier)."""
 
     def __init__(
-        self, workers: int, base_url: str, api: Api, timeout_s: float, api_key: str | None = None
+        self,
+        workers: int,
+        base_url: str,
+        api: Api,
+        timeout_s: float,
+        api_key: str | None = None,
+        stall_floor_s: float = STALL_FLOOR_S,
     ) -> None:
         self.workers = workers
-        self._server = (base_url, api, timeout_s, api_key)
+        self._server = (base_url, api, timeout_s, api_key, stall_floor_s)
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         # Spawn every process now (imports take a second), not inside the first measured tier.
         for f in [self._pool.submit(sleep, 0.2) for _ in range(workers)]:
@@ -123,5 +132,6 @@ def _run_share(share: Share) -> tuple[list[RequestRecord], ClientLag]:
 
 async def _share(s: Share) -> tuple[list[RequestRecord], ClientLag]:
     async with make_http_client(s.base_url, s.timeout_s, s.api_key) as http:
-        client = StreamingClient(http, s.api, s.timeout_s)
+        # Each process watches its share: a hung engine silences every share at once.
+        client = StreamingClient(http, s.api, s.timeout_s, Progress(s.stall_floor_s, s.timeout_s))
         return await drive(client, s.requests, s.bodies, s.concurrency, s.arrivals, start=s.start)

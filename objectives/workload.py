@@ -147,6 +147,11 @@ DatasetSpec = Annotated[
 ]
 
 
+# Long enough for a cold kernel or a prefill of every prompt of a tier at once; a hung engine
+# costs this, not every request's timeout.
+STALL_FLOOR_S = 120.0
+
+
 class WorkloadSpec(_Strict):
     """What a trial sends against one running engine, tier after tier."""
 
@@ -199,6 +204,12 @@ class WorkloadSpec(_Strict):
         "than the tier has streams leaves those figures out and says so in the tier's notes. "
         "A closed loop leaves about num_prompts - 2 x concurrency requests in the window, so "
         "send at least 3 x the largest tier. Off: the whole tier, as vllm bench serve.",
+    stall_floor_s: float = Field(
+        STALL_FLOOR_S,
+        gt=0,
+        description="Shortest silence (requests in flight, no token from any stream and no "
+        "request ending) taken for a hung engine. The window is ten times the longest "
+        "silence seen so far in the run, at least this, and under request_timeout_s.",
     )
     client_lag_limit_ms: float | None = Field(
         None,

@@ -10,7 +10,8 @@ traceback only under ``--debug``. Anything else escaping is a bug and keeps its 
     ├── StudyError              a study cannot be created, loaded or resumed as asked
     ├── SetupError              the set-up, not the config, is wrong: the study stops at once
     ├── SlotError               accelerator or slot flags that cannot be laid out
-    ├── LaunchError             an engine did not start or get ready; ``kind`` says whose fault
+    ├── LaunchError             an engine did not start, get ready or keep serving; ``kind``
+    │                           says whose fault
     ├── InfraError              not the config's fault: the trial FAILs and is queued again
     ├── StorageUnavailable      the database stayed unreachable past the outage allowance
     ├── SecretLeakError         an export file would hold a secret's value
@@ -65,6 +66,7 @@ class FailureKind(StrEnum):
     REFUSED = "refused"  # the engine rejected its arguments at start-up
     OOM = "oom"  # out of memory at start-up or under load
     CRASH = "crash"  # the engine died while serving
+    HUNG = "hung"  # served no token for a whole window while its health still answered
     READY_TIMEOUT = "ready_timeout"  # never became ready in time
     KNOB_IGNORED = "knob_ignored"  # the engine silently ignored a sampled knob
     INFRA = "infra"  # daemon gone, device busy, client saturated, node lost
@@ -75,7 +77,7 @@ class FailureKind(StrEnum):
 
 
 class LaunchError(TunerError):
-    """An engine could not be started or made ready.
+    """An engine could not be started or made ready, or stopped serving (a hung engine).
 
     ``kind`` tells the study whether the config or the infrastructure is at fault; ``log_tail``
     holds the engine's last log lines so the trial explains itself.

@@ -1,6 +1,6 @@
 """Three ``tune worker`` processes on one PostgreSQL study, on the simulated engine.
 
-A throwaway cluster (``tests/e2e/conftest.py``) holds the study. The workers must meet the
+A throwaway cluster (``tests/postgres.py``) holds the study. The workers must meet the
 budget exactly, lose and duplicate nothing, re-run the trial of a worker killed with SIGKILL,
 ride out a database restart, and leave the same results as one worker running the same trials.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 from optuna.trial import FrozenTrial, TrialState
 
-from tests.e2e.conftest import Postgres
+from tests.postgres import Postgres
 from tests.tuner.run.test_worker import REPO, assert_exact, complete, slow_space, wait_for, worker
 from tuner.export import export_study
 from tuner.export.recommend import trials_table
@@ -89,7 +89,7 @@ def test_three_workers_survive_a_killed_worker_and_a_database_restart(
     # config (the queue entry has the rest), or while sampling its own config (none known, so
     # nothing runs again and a fresh sample takes its place in the budget).
     known = lost_params(lost)
-    assert [t.params for t in again] == ([known] if known else [])
+    assert [t.params for t in again] == ([known] if known is not None else [])
     assert not any(
         str(t.system_attrs[WORKER_ATTR]).startswith(f"{socket.gethostname()}:{victim.pid} ")
         for t in again

@@ -1,8 +1,9 @@
 """``tune bench``: the trial benchmark on its own, against any running OpenAI-compatible server.
 
 Exit codes: 0 when every tier completed cleanly; 1 when a tier had failed requests or the
-client saturated (its numbers are then not the server's; the table and JSON are still written);
-2 for a usage error; 130 on Ctrl-C, after writing the tiers completed so far to ``--json``.
+client saturated (its numbers are then not the server's; the table and JSON are still written),
+or the server hung (the tiers completed are written to ``--json``); 2 for a usage error; 130 on
+Ctrl-C or SIGTERM, after writing the tiers completed so far to ``--json``.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from objectives.records import RequestRecord
 from objectives.result import TierResult
 from objectives.runner import partial_results, run_benchmark
 from objectives.vocab import with_vocab
-from objectives.workload import WorkloadSpec
+from objectives.workload import STALL_FLOOR_S, WorkloadSpec
 from tuner.cli.bench_table import failure_lines, note_lines, summary_table
 from tuner.cli.root import app
-from tuner.errors import BenchIncomplete, TunerError
+from tuner.errors import BenchIncomplete, InfraError, LaunchError, TunerError
+from tuner.run.signals import sigterm_as_interrupt
 
 
 def parse_tiers(text: str) -> list[int]:
@@ -111,6 +113,7 @@ def bench_workload(opts: dict[str, Any]) -> WorkloadSpec:
         "seed": opts["seed"],
         "endpoint": opts["endpoint"],
         "request_timeout_s": opts["timeout"],
+        "stall_floor_s": opts.get("stall_floor", STALL_FLOOR_S),
         "tokenizer": opts.get("tokenizer"),
         "steady_state": opts.get("steady_state", False),
     }
@@ -167,13 +170,16 @@ def run_bench(
             bar.update(task, advance=1, description="measuring")
 
         try:
-            results = run_benchmark(
-                endpoint, spec, on_tier=on_tier, on_request=on_request, client_workers=workers
-            )
-        except KeyboardInterrupt as exc:
+            with sigterm_as_interrupt():  # a scheduler's stop keeps the tiers as Ctrl-C does
+                results = run_benchmark(
+                    endpoint, spec, on_tier=on_tier, on_request=on_request, client_workers=workers
+                )
+        except (KeyboardInterrupt, LaunchError, InfraError) as exc:
             if json_out is not None:
                 write_json(json_out, endpoint, spec, partial_results(exc))
-            raise
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise BenchIncomplete(f"the server hung: {exc}") from None  # (objectives.stall)
     out = Console()
     if not out.is_terminal:
         out = Console(width=160)  # a file or pipe gets the whole table, not 80 columns
@@ -229,6 +235,9 @@ def bench(
     seed: int = typer.Option(0, help="Seed of every random choice."),
     endpoint: str = typer.Option("completions", help="completions | chat"),
     timeout: float = typer.Option(600.0, help="Per-request timeout in seconds."),
+    stall_floor: float = typer.Option(
+        STALL_FLOOR_S, help="Seconds of silence at least before the server counts as hung."
+    ),
     tokenizer: Annotated[
         Path | None,
         typer.Option(

@@ -245,8 +245,9 @@ def requeue_attrs(trial: FrozenTrial, reason: str | None = None) -> dict[str, An
     return attrs
 
 
-def lost_params(trial: FrozenTrial) -> dict[str, Any]:
-    """The config of a lost trial to queue again, when it is known whole; else ``{}``.
+def lost_params(trial: FrozenTrial) -> dict[str, Any] | None:
+    """The config of a lost trial to queue again, when it is known whole; else None (a space
+    without parameters has one config, ``{}``, known whole from the start).
 
     A queued config's entry (``fixed_params``) holds all of it, even when the worker was killed
     between two ``suggest`` calls. A sampled config is whole once its launch was written
@@ -254,7 +255,7 @@ def lost_params(trial: FrozenTrial) -> dict[str, Any]:
     the params written so far are a fragment of a proposal, not a config to measure."""
     if (fixed := trial.system_attrs.get("fixed_params")) is not None:
         return {**fixed, **trial.params}
-    return dict(trial.params) if _FINGERPRINT in trial.user_attrs else {}
+    return dict(trial.params) if _FINGERPRINT in trial.user_attrs else None
 
 
 def jsonable(value: Any) -> Any:

@@ -80,11 +80,13 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
     loop, study = worker.loop, worker.study
     tiers, queued, rounds = list(loop.ctx.space.workload.tiers), 0, 0
     while not _past(deadline) and loop.stop_reason() is None:
-        trials = study.get_trials(deepcopy=False)
-        todo = pending(trials, loop.ctx.objective, tiers, k, Policy.of(loop.ctx.space))
-        if todo and rounds < MAX_ROUNDS:
-            rounds += 1
+        with worker.j.lock.held():  # a second run on the study must see these as queued
+            trials = study.get_trials(deepcopy=False)
+            todo = pending(trials, loop.ctx.objective, tiers, k, Policy.of(loop.ctx.space))
+            todo = todo if rounds < MAX_ROUNDS else []
             enqueue(study, todo)
+        if todo:
+            rounds += 1
             queued += len(todo)
             numbers = ", ".join(str(t.number) for t in todo)
             loop.report(f"confirming {len(todo)} leading configs on a fresh engine: {numbers}")

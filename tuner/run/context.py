@@ -14,6 +14,7 @@ from pathlib import Path
 import optuna
 
 from objectives.objective import Objective, parse_objectives
+from objectives.workload import STALL_FLOOR_S
 from tuner.errors import SpaceError, StudyError
 from tuner.export.recommend import TierRecommendation
 from tuner.record.pooling import DEFAULT_CONFIRM
@@ -195,4 +196,7 @@ def _space_digest(space: Space) -> str:
     for param in data["parameters"].values():  # a sampler's hint, not what is launched
         if param.get("ordered", True):
             param.pop("ordered", None)
+    # Nor is when a silent engine counts as hung, at its default (older studies lack it).
+    if data["workload"].get("stall_floor_s") == STALL_FLOOR_S:
+        data["workload"].pop("stall_floor_s")
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,4 +1,5 @@
-"""Joining a study: open its storage, create or load it and seed its queue under the lock.
+"""Joining a study: open its storage, create or load it and seed its queue under the lock,
+then stop what a killed run of the study left running (``tuner.run.leftovers``).
 
 ``tune worker`` joins with the options it was given; ``tune run`` on several slots joins the
 same way before it starts one worker process per slot (``tuner.run.parallel``).
@@ -17,6 +18,7 @@ from optuna.trial import FrozenTrial
 from tuner.errors import StudyError
 from tuner.record.study import StudyRecord, read_budget, write_budget
 from tuner.run.context import RunOptions, StudyContext, open_study, prepare
+from tuner.run.leftovers import clear_leftovers
 from tuner.run.loop import Joined
 from tuner.run.objective import Report, requeue, seed_queue
 from tuner.run.slots import Slot, SlotRequest
@@ -84,6 +86,7 @@ def join_study(opts: WorkerOptions, report: Report, ctx: StudyContext | None = N
         seed_queue(study, ctx)
         budget = _settle_budget(study, opts.trials, ctx.trials)
     ctx.trials = budget
+    clear_leftovers(ctx.name, ctx.space.target.kind, ctx.paths.root / "trials", report)
     return Joined(ctx, study, storage, lock, budget)
 
 

@@ -19,18 +19,14 @@ from tuner.errors import InfraError
 from tuner.record.study import read_budget
 from tuner.record.trial import mark_failed, mark_interrupted
 from tuner.run.context import StudyContext
-from tuner.run.objective import (
-    Report,
-    TrialLoop,
-    in_budget,
-    requeue,
-)
-from tuner.run.signals import signals_deferred
+from tuner.run.objective import Report, TrialLoop, in_budget, requeue
+from tuner.run.orphans import WORKER_ATTR, fail_orphans
+from tuner.run.signals import signals_deferred, why_stopped
 from tuner.space.sample import suggest
 from tuner.storage.lock import StudyLock
 from tuner.storage.resilient import ResilientStorage
 
-WORKER_ATTR = "tune:worker"  # a system attr: who ran a trial (host:pid and slot)
+__all__ = ["WORKER_ATTR", "Heartbeat", "Joined", "Tally", "WorkerLoop", "study_tally"]
 
 
 @dataclass
@@ -166,15 +162,16 @@ class WorkerLoop:
         try:
             with signals_deferred():
                 tally, claimed = self._claim(queued_only)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as err:
             if claimed is not None:
-                self._abandon(claimed, "interrupted (Ctrl-C or SIGTERM)")
+                self._abandon(claimed, why_stopped(err))
             raise
         return tally, claimed
 
     def _claim(self, queued_only: bool) -> tuple[Tally, optuna.Trial | None]:
         with self.j.lock.held(), _quiet():
             fail_stale_trials(self.study)  # dead workers' trials: FAIL, config queued again
+            fail_orphans(self.study, self.loop.report)  # this host's dead runs: no grace
             tally = self.tally()
             if (tally.full and not queued_only) or (queued_only and not self._queued()):
                 return tally, None
@@ -208,11 +205,11 @@ class WorkerLoop:
             with Heartbeat(self.j.storage, trial._trial_id, interval):
                 values = self.loop(trial)
             state = TrialState.COMPLETE
-        except KeyboardInterrupt:
-            self._abandon(trial, "interrupted (Ctrl-C or SIGTERM)")
+        except KeyboardInterrupt as err:
+            self._abandon(trial, why_stopped(err))
             raise
         except InfraError:
-            pass  # TrialLoop recorded why; record() below queues the config again
+            pass  # TrialLoop recorded why; _finish() below queues the config again
         except UpdateFinishedTrialError:
             # Another worker failed this trial as stale (its heartbeats stopped reaching the
             # database, e.g. during an outage) and queued its config again: drop this run.
@@ -228,9 +225,21 @@ class WorkerLoop:
             raise
         finally:
             self.ran += 1
-        frozen = self._tell(trial, state, values)
+        frozen = self._finish(trial, state, values)
         if frozen is not None:
             self.loop.record(self.study, frozen)
+
+    def _finish(
+        self, trial: optuna.Trial, state: TrialState, values: list[float] | None
+    ) -> FrozenTrial | None:
+        """Tell ``trial``; a FAIL (an infrastructure fault) has its config queued again in
+        the same step under the study lock, since a worker joining meanwhile queues every
+        FAIL it finds without a re-run (``seed_queue``)."""
+        with signals_deferred(), self.j.lock.held():  # a Ctrl-C must not split the two
+            frozen = self._tell(trial, state, values)
+            if frozen is not None and frozen.state == TrialState.FAIL:
+                requeue(self.study, frozen)
+        return frozen
 
     def _tell(
         self, trial: optuna.Trial, state: TrialState, values: list[float] | None

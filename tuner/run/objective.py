@@ -37,6 +37,7 @@ from tuner.record.trial import (
     write_partial_tiers,
 )
 from tuner.run.context import StudyContext
+from tuner.run.signals import why_stopped
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
 from tuner.space import render_engine_config
@@ -66,8 +67,8 @@ class TrialLoop:
         values = suggest(trial, self.ctx.space)
         try:
             outcome = self._evaluate(trial, values)
-        except KeyboardInterrupt:
-            mark_interrupted(trial, "interrupted (Ctrl-C or SIGTERM)")
+        except KeyboardInterrupt as err:
+            mark_interrupted(trial, why_stopped(err))
             raise
         except InfraError as err:
             self.last_infra = str(err)
@@ -141,19 +142,15 @@ class TrialLoop:
         return f"{self.infra_streak} infrastructure failures in a row{last}"
 
     def record(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        """Progress line, table refresh and re-queue of infra failures (no stop decision)."""
+        """Progress line, table refresh and the streaks the stop rule reads (a FAIL's config
+        was queued again by the worker loop as it told the trial)."""
         self.report(progress_line(trial, self.ctx, study))
         if trial.state == TrialState.FAIL and not TrialRecord.of(trial).interrupted:
-            self._requeue(study, trial)
+            self.infra_streak += 1
         elif trial.state == TrialState.COMPLETE:
             self.infra_streak = 0
         self.free_streak = 0 if counts_toward_budget(trial) else self.free_streak + 1
         write_tables(self.ctx, study)
-
-    def _requeue(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        # The config was not at fault: measure it again rather than lose it.
-        self.infra_streak += 1
-        requeue(study, trial)
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, reason: str | None = None) -> None:
@@ -162,7 +159,7 @@ def requeue(study: optuna.Study, trial: FrozenTrial, reason: str | None = None) 
     A trial lost before its config was known whole launched nothing: queueing a fragment would
     pass a fresh sample off as a re-run, so nothing is queued (the budget counts finished
     trials, and a new sample fills the place)."""
-    if params := lost_params(trial):
+    if (params := lost_params(trial)) is not None:
         study.enqueue_trial(params, user_attrs=requeue_attrs(trial, reason))
 
 
@@ -232,13 +229,17 @@ def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendat
 
 
 def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
-    """Baseline first on a new study; configs of interrupted trials again on a resumed one."""
+    """Baseline first on a new study; on a resumed one, the config of every trial that did
+    not finish and was not queued again yet (call it under the study lock).
+
+    No FAIL is the config's fault (a config that cannot work is COMPLETE and infeasible), so
+    each one not queued again is a config lost: interrupted, or cut short by an error that
+    stopped the run (an image not pulled, a dataset not there yet, a bug), fixed since."""
     trials = study.get_trials(deepcopy=False)
     if not trials:
         study.enqueue_trial(ctx.space.defaults(), user_attrs=baseline_attrs())
         return
-    records = [TrialRecord.of(t) for t in trials]
-    requeued = {r.requeued_from for r in records}
-    for t, r in zip(trials, records, strict=True):
-        if r.interrupted and t.number not in requeued:
+    requeued = {TrialRecord.of(t).requeued_from for t in trials}
+    for t in trials:
+        if t.state == TrialState.FAIL and t.number not in requeued:
             requeue(study, t)

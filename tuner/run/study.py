@@ -20,7 +20,7 @@ from tuner.run.join import identity, join_study, run_options
 from tuner.run.loop import Joined, WorkerLoop
 from tuner.run.objective import Report, TrialLoop, finished_count, write_tables
 from tuner.run.parallel import run_study_in_slots
-from tuner.run.signals import sigterm_as_interrupt
+from tuner.run.signals import TIME_UP, TimeUp, deadline_alarm, sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
 from tuner.storage.urls import redact
 
@@ -47,7 +47,10 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
         done = finished_count(joined.study)
         report(progress_line(ctx, done))
         try:
-            stopped = _run_here(joined, slots[0], deadline, report)
+            with deadline_alarm(deadline):
+                stopped = _run_here(joined, slots[0], deadline, report)
+        except TimeUp:
+            report(TIME_UP)
         except KeyboardInterrupt:
             interrupted = True
             report("interrupted: the running engine was stopped; rerun the same command to resume")

@@ -21,6 +21,7 @@ from objectives.runner import run_benchmark
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, InfraError, LaunchError
 from tuner.record.trial import TrialOutcome, infeasible
+from tuner.run.leftovers import noted_engines
 from tuner.space.load import settings_of
 from tuner.space.schema import Space
 from tuner.storage.results import write_json, write_trial_config
@@ -64,8 +65,10 @@ class TrialRunner:
                 on_tier(tier)
 
         try:
-            with self.launcher_cls(self.settings) as launcher:
+            # The note outlives the launcher's stop, so a kill at any point leaves it behind.
+            with noted_engines(trial_dir) as note, self.launcher_cls(self.settings) as launcher:
                 launcher.start(config, trial_dir)
+                note.take()
                 endpoint = launcher.wait_ready(self.ready_timeout_s)
                 run_benchmark(endpoint, self.space.workload, self.space.slos, keep, self.base_dir)
         except LaunchError as err:

@@ -15,7 +15,12 @@ A trial's fate decides what happens next:
 - an infrastructure fault: FAIL, its config queued again (``requeued_from``);
 - Ctrl-C / SIGTERM: engine stopped, FAIL with ``interrupted``, config queued again at once;
 - its worker killed or its node lost: no heartbeat for ``grace_s``, so another worker fails it
-  and queues its config again; if the lost worker comes back its late result is refused.
+  and queues its config again; if the lost worker comes back its late result is refused. A
+  worker on the same host need not wait the grace: a claimer whose pid is gone is dead
+  (``tuner.run.orphans``);
+- ``--timeout`` passing: stopped as by Ctrl-C, and the worker ends as one whose time is up;
+- an error that stops the worker (an image not pulled, a bug): FAIL, and its config queued
+  again when a worker next joins the study (``seed_queue``).
 
 A config is queued again only when it is known whole (``tuner.record.trial.lost_params``): a trial
 lost while its own proposal was still being written launched nothing, and a fresh sample takes
@@ -30,7 +35,7 @@ from tuner.run.join import WorkerOptions, WorkerSummary, identity, join_study
 from tuner.run.loop import Joined, WorkerLoop
 from tuner.run.objective import Report, TrialLoop, write_tables
 from tuner.run.parallel import run_slots
-from tuner.run.signals import sigterm_as_interrupt
+from tuner.run.signals import TIME_UP, TimeUp, deadline_alarm, sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
 
 __all__ = ["WorkerOptions", "WorkerSummary", "run_worker"]
@@ -59,7 +64,11 @@ def _run_one(
     report(f"worker {worker.who} joined study {opts.study!r} (budget {joined.budget} trials)")
     interrupted = False
     try:
-        tally = worker.run(deadline, report)
+        with deadline_alarm(deadline):
+            tally = worker.run(deadline, report)
+    except TimeUp:
+        report(TIME_UP)
+        tally = worker.tally()
     except KeyboardInterrupt:
         interrupted = True
         report("interrupted: the running engine was stopped and its trial queued again")

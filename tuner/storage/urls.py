@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy.exc
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.storages.journal import JournalFileBackend, JournalStorage
@@ -41,6 +42,7 @@ from tuner.storage.resilient import ResilientStorage, Retrier
 
 StaleCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 _log = logging.getLogger("tuner.storage.urls")
+SCHEMA_ATTEMPTS = 5  # opens of a new database racing another process's schema creation
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,23 @@ def _open_inner(url: str, settings: StorageSettings, on_stale: StaleCallback | N
         sqlite_path(url).parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():  # heartbeats are 'experimental' in optuna, and relied on here
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return _rdb(url, settings, backend, on_stale)
+        return _rdb_with_schema(url, settings, backend, on_stale)
+
+
+def _rdb_with_schema(
+    url: str, settings: StorageSettings, backend: str, on_stale: StaleCallback | None
+) -> RDBStorage:
+    """The RDB storage, its schema created by whichever process gets there first.
+
+    Two runs starting on a new database both create the tables and both insert the schema's
+    version; the second insert breaks a unique constraint (a duplicate table, on PostgreSQL).
+    By then the other run has committed the schema whole, so opening it again succeeds."""
+    for attempt in range(1, SCHEMA_ATTEMPTS):
+        try:
+            return _rdb(url, settings, backend, on_stale)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            time.sleep(0.2 * attempt)
+    return _rdb(url, settings, backend, on_stale)  # the last attempt raises what it meets
 
 
 def _rdb(
