@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,10 @@ async def run_http(
     base_dir: Path | None,
     on_request: OnRequest | None = None,
     workers: int = 1,
+    on_warmup: Callable[[float], None] | None = None,
 ) -> None:
-    """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``.
+    """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``, and
+    ``on_warmup`` the wall seconds of the warm-up when there is one.
 
     With ``workers > 1`` the measured requests go through that many client processes
     (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process.
@@ -94,7 +97,9 @@ async def run_http(
                 return await drive(client, *args)
 
             send: Drive = pool.drive if pool is not None else in_process
-            await _warm_up(client, workload, endpoint.model, base_dir)
+            started = time.monotonic()
+            if await _warm_up(client, workload, endpoint.model, base_dir) and on_warmup:
+                on_warmup(time.monotonic() - started)
             for i, concurrency in enumerate(workload.tiers):
                 requests = build_requests(workload, base_dir, round=i)
                 records, lag, server = await _tier(
@@ -113,11 +118,13 @@ async def run_http(
 
 async def _warm_up(
     client: StreamingClient, workload: WorkloadSpec, model: str, base_dir: Path | None
-) -> None:
+) -> bool:
+    """The unmeasured warm-up requests; whether there were any."""
     warm = build_warmup(workload, base_dir)
     if warm:
         bodies = prepare(warm, model, workload.endpoint)
         await drive(client, warm, bodies, min(len(warm), workload.tiers[0]), [0.0] * len(warm))
+    return bool(warm)
 
 
 async def _tier(
