@@ -20,6 +20,7 @@ from tuner.errors import InfraError
 from tuner.export.eligible import Policy
 from tuner.export.recommend import TierRecommendation, recommend, trials_table
 from tuner.export.recommend_table import format_recommendations
+from tuner.record.times import TrialTimes
 from tuner.record.trial import (
     TrialOutcome,
     TrialRecord,
@@ -35,6 +36,7 @@ from tuner.record.trial import (
     write_launch,
     write_outcome,
     write_partial_tiers,
+    write_times,
 )
 from tuner.run.context import StudyContext
 from tuner.run.slots import Slot
@@ -64,19 +66,25 @@ class TrialLoop:
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         values = suggest(trial, self.ctx.space)
+        times = TrialTimes()  # kept however the trial ends: failures spend hours too
         try:
-            outcome = self._evaluate(trial, values)
+            outcome = self._evaluate(trial, values, times)
         except KeyboardInterrupt:
+            write_times(trial, times)
             mark_interrupted(trial, "interrupted (Ctrl-C or SIGTERM)")
             raise
         except InfraError as err:
             self.last_infra = str(err)
+            write_times(trial, times)
             mark_failed(trial, f"infrastructure: {err}", infra=True)
             raise
+        write_times(trial, times)
         write_outcome(trial, outcome)
         return outcome.values
 
-    def _evaluate(self, trial: optuna.Trial, values: dict[str, Any]) -> TrialOutcome:
+    def _evaluate(
+        self, trial: optuna.Trial, values: dict[str, Any], times: TrialTimes
+    ) -> TrialOutcome:
         n_tiers = len(self.runner.tiers)
         broken = violated_rules(self.ctx.space, values)
         if broken:
@@ -107,7 +115,7 @@ class TrialLoop:
                 labels=labels,
             )
         with staged_dir(self.ctx.paths.trial_dir(trial.number)) as trial_dir:
-            return self.runner.run(config, trial_dir, on_tier)
+            return self.runner.run(config, trial_dir, on_tier, times)
 
     def _measured_twin(self, trial: optuna.Trial, config: EngineConfig) -> FrozenTrial | None:
         # Distinct parameter values can render to the same launch (an 'off' value makes other
