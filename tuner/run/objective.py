@@ -39,6 +39,7 @@ from tuner.record.trial import (
     write_times,
 )
 from tuner.run.context import StudyContext
+from tuner.run.eta import eta_note
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
 from tuner.space import render_engine_config
@@ -54,9 +55,15 @@ class TrialLoop:
     """One run's objective function and bookkeeping around the Optuna study."""
 
     def __init__(
-        self, ctx: StudyContext, study: optuna.Study, report: Report, slot: Slot | None = None
+        self,
+        ctx: StudyContext,
+        study: optuna.Study,
+        report: Report,
+        slot: Slot | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.ctx, self.study, self.report, self.slot = ctx, study, report, slot
+        self.deadline = deadline  # time.monotonic() when no new trial starts (--timeout)
         self.runner = TrialRunner(
             ctx.space, ctx.objective, ctx.space.study.ready_timeout_s, ctx.space_path.parent
         )
@@ -150,7 +157,7 @@ class TrialLoop:
 
     def record(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Progress line, table refresh and re-queue of infra failures (no stop decision)."""
-        self.report(progress_line(trial, self.ctx, study))
+        self.report(progress_line(trial, self.ctx, study, self.deadline))
         if trial.state == TrialState.FAIL and not TrialRecord.of(trial).interrupted:
             self._requeue(study, trial)
         elif trial.state == TrialState.COMPLETE:
@@ -192,8 +199,15 @@ def finished_count(study: optuna.Study) -> int:
     return sum(map(in_budget, study.get_trials(deepcopy=False)))
 
 
-def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) -> str:
+def progress_line(
+    trial: FrozenTrial, ctx: StudyContext, study: optuna.Study, deadline: float | None = None
+) -> str:
+    """What one finished trial measured, then when the budget will be met (``eta_note``)."""
     done = finished_count(study)
+    return _outcome_line(trial, ctx, done) + eta_note(study, ctx.trials - done, deadline)
+
+
+def _outcome_line(trial: FrozenTrial, ctx: StudyContext, done: int) -> str:
     head = f"trial {trial.number:>3} [{done}/{ctx.trials}]"
     r = TrialRecord.of(trial)
     if r.baseline:
