@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launchers._base import Endpoint, Launcher, LauncherSettings, VirtualEngine
+from launchers._base import Endpoint, Launcher, LauncherSettings, Startup, VirtualEngine
 from tuner.errors import SpaceError
 
 LAUNCHERS: dict[str, type[Launcher]] = {}
@@ -34,6 +34,7 @@ __all__ = [
     "Endpoint",
     "Launcher",
     "LauncherSettings",
+    "Startup",
     "VirtualEngine",
     "launcher_class",
     "register",

@@ -13,6 +13,9 @@ Every launcher kind (``sim``, ``process``, ``docker``, ``endpoint``) implements 
 - ``stop()`` is idempotent and never raises for an engine already gone: it is called on every
   path (success, failure, timeout, Ctrl-C, SIGTERM), usually through the context manager.
 - ``logs()`` returns what the engine printed so far (secrets redacted).
+- ``startup(wall_s)`` says what the launch took to get ready (or to fail), given the wall
+  seconds its caller measured from ``start()``: on the engine's clock (a simulated engine
+  says what the hardware would take) and with the compile-cache entry its log names.
 
 Raises:
     LaunchError: from ``start`` / ``wait_ready``; its ``kind`` says whether the config
@@ -23,6 +26,7 @@ Raises:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
@@ -30,8 +34,18 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict
 
 # Both types belong to measuring; re-exported so launchers keep naming them as before.
+from launchers._compile_log import compile_cache
 from objectives.endpoint import Endpoint, VirtualEngine  # noqa: F401
 from tuner.engine import EngineConfig
+
+
+@dataclass(frozen=True)
+class Startup:
+    """A launch's way to ready: seconds, and the compile-cache entry it used if it says."""
+
+    seconds: float
+    compile_key: str | None = None
+    compile_cached: bool | None = None
 
 
 class LauncherSettings(BaseModel):
@@ -60,6 +74,10 @@ class Launcher(ABC):
 
     @abstractmethod
     def stop(self) -> None: ...
+
+    def startup(self, wall_s: float) -> Startup:
+        """The start-up as measured, with what the engine's log says of its compile cache."""
+        return Startup(wall_s, *compile_cache(self.logs()))
 
     def __enter__(self) -> Launcher:
         return self

@@ -4,6 +4,11 @@ The command comes from ``EngineConfig.argv`` and runs with the tuner's environme
 ``EngineConfig.env``. Its stdout and stderr go, merged and redacted, to ``engine.log``. It is
 started in a new session, so ``stop()`` reaches every process it spawned (vLLM's API server,
 engine core and workers): SIGTERM to the group, SIGKILL after ``stop_grace_s``.
+
+Compile and kernel caches need nothing here: the engine keeps them where it keeps them for
+this user (vLLM's ``~/.cache/vllm`` or ``VLLM_CACHE_ROOT``, Triton's ``~/.triton``), and every
+trial runs as the same user with the same environment, so a later launch of the same compile
+key reads its graphs back.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@
 refusal's kind and log line. ``wait_ready()`` returns an ``Endpoint`` whose ``virtual`` engine
 runs workloads in virtual time. Each launch draws its noise from ``seed`` and the trial label,
 so re-measuring one config on a fresh engine gives a different but reproducible draw.
+``startup()`` reports the start-up the hardware would take (weights, then compile, or the
+graphs read back from the compile cache kept beside the trial folders), in virtual seconds.
 
 ``python -m launchers.sim`` serves the same engine over HTTP (see ``launchers.simengine.server``).
 """
@@ -22,9 +24,10 @@ from typing import IO
 from pydantic import Field, field_validator
 
 from launchers import register
-from launchers._base import Endpoint, Launcher, LauncherSettings
+from launchers._base import Endpoint, Launcher, LauncherSettings, Startup
 from launchers.simengine import EngineRefused, SimEngine, load_profile, profile_names
 from launchers.simengine.config import resolve
+from launchers.simengine.startup import weights_load_s
 from objectives.records import BenchRequest, RequestRecord
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError
@@ -35,8 +38,16 @@ class SimSettings(LauncherSettings):
 
     profile: str = Field("h200x4", description="Hardware profile: h200x4 or 910c")
     seed: int = Field(0, description="Base seed of run-to-run noise (mixed with the trial label)")
-    startup_s: float = Field(
-        0.0, ge=0, description="Start-up seconds reported in engine.log (virtual; nothing waits)"
+    startup_s: float | None = Field(
+        None,
+        ge=0,
+        description="Start-up seconds a launch reports (virtual; nothing waits); null: the "
+        "profile's weight loading and compile, less when the compile cache holds the graphs",
+    )
+    compile_cache: bool = Field(
+        True,
+        description="Keep the simulated compile cache beside the trial folders, for the "
+        "study's later launches (false: every launch compiles from cold)",
     )
     wall_startup_s: float = Field(
         0.0,
@@ -81,6 +92,7 @@ class SimLauncher(Launcher):
         self._model = ""
         self._log: IO[str] | None = None
         self._lines: list[str] = []
+        self._startup_s = 0.0
 
     @property
     def _settings(self) -> SimSettings:
@@ -96,17 +108,33 @@ class SimLauncher(Launcher):
         self._model = config.model
         seed = launch_seed(s.seed, config.labels.get("trial", "0"))
         self._write(f"launch: {config.shell_command()} (sim profile {s.profile}, seed {seed})")
+        self._startup_s = 0.0  # a refusal of its flags comes before anything loads
         try:
-            profile = load_profile(s.profile)
-            cfg = resolve(config.args, config.env, profile)
-            self._engine = SimEngine(profile, cfg, seed, log=self._write)
+            self._engine = self._build(config, seed, trial_dir)
         except EngineRefused as err:
             self._write(f"ERROR {err}")
             self._error = LaunchError(str(err), err.kind, "\n".join(self._lines[-20:]))
             raise self._error from err
         except ValueError as err:  # an unknown profile name
             raise LaunchError(str(err), FailureKind.INFRA) from err
-        self._write(f"Application startup complete. (start-up {s.startup_s:.1f} s)")
+        engine_s = self._engine.startup_s
+        self._startup_s = engine_s if s.startup_s is None else s.startup_s
+        self._write(f"Application startup complete. (start-up {self._startup_s:.1f} s)")
+
+    def _build(self, config: EngineConfig, seed: int, trial_dir: Path) -> SimEngine:
+        s = self._settings
+        profile = load_profile(s.profile)
+        cfg = resolve(config.args, config.env, profile)
+        # A memory refusal comes once the weights are loaded, as vLLM sizes its KV cache then.
+        self._startup_s = weights_load_s(profile, cfg)
+        # Beside the trial folders: one cache per study, shared by its slots, kept on resume.
+        cache = trial_dir.parent / ".engine-cache" if s.compile_cache else None
+        return SimEngine(profile, cfg, seed, log=self._write, cache_dir=cache)
+
+    def startup(self, wall_s: float) -> Startup:
+        """The simulated engine's own start-up (virtual seconds), not the wall clock's."""
+        measured = super().startup(wall_s)
+        return Startup(self._startup_s, measured.compile_key, measured.compile_cached)
 
     def wait_ready(self, timeout_s: float) -> Endpoint:
         if self._error is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,10 @@ async def run_http(
     base_dir: Path | None,
     on_request: OnRequest | None = None,
     workers: int = 1,
+    on_warmup: Callable[[float], None] | None = None,
 ) -> None:
-    """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``.
+    """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``, and
+    ``on_warmup`` the wall seconds of the warm-up when there is one.
 
     With ``workers > 1`` the measured requests go through that many client processes
     (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process.
@@ -97,7 +100,7 @@ async def run_http(
         async with make_http_client(endpoint.base_url, timeout, key) as http:
             run = _HttpRun(http, workload, slos, pool, on_request)
             try:
-                await run.all_tiers(endpoint.model, on_tier, base_dir)
+                await run.all_tiers(endpoint.model, on_tier, base_dir, on_warmup)
             except EngineStalled as stall:
                 raise await hung(http, stall, run.where, workload.stall_floor_s) from None
     finally:
@@ -127,10 +130,16 @@ class _HttpRun:
         return await drive(self.client, *args)
 
     async def all_tiers(
-        self, model: str, on_tier: Callable[[TierResult], None], base_dir: Path | None
+        self,
+        model: str,
+        on_tier: Callable[[TierResult], None],
+        base_dir: Path | None,
+        on_warmup: Callable[[float], None] | None,
     ) -> None:
         workload = self.workload
-        await _warm_up(self.client, workload, model, base_dir)
+        started = time.monotonic()
+        if await _warm_up(self.client, workload, model, base_dir) and on_warmup:
+            on_warmup(time.monotonic() - started)
         for i, concurrency in enumerate(workload.tiers):
             self.where = f"c{concurrency}"
             requests = build_requests(workload, base_dir, round=i)
@@ -165,11 +174,13 @@ async def hung(
 
 async def _warm_up(
     client: StreamingClient, workload: WorkloadSpec, model: str, base_dir: Path | None
-) -> None:
+) -> bool:
+    """The unmeasured warm-up requests; whether there were any."""
     warm = build_warmup(workload, base_dir)
     if warm:
         bodies = prepare(warm, model, workload.endpoint)
         await drive(client, warm, bodies, min(len(warm), workload.tiers[0]), [0.0] * len(warm))
+    return bool(warm)
 
 
 async def _tier(

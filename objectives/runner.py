@@ -36,6 +36,7 @@ from tuner.errors import InfraError, TunerError
 
 OnTier = Callable[[TierResult], None]
 OnRequest = Callable[[RequestRecord], None]
+OnWarmup = Callable[[float], None]  # the warm-up's seconds, on the engine's clock
 
 
 def run_benchmark(
@@ -46,26 +47,39 @@ def run_benchmark(
     base_dir: Path | None = None,
     on_request: OnRequest | None = None,
     client_workers: int = 1,
+    on_warmup: OnWarmup | None = None,
 ) -> list[TierResult]:
     """Measure every tier of ``workload`` against ``endpoint``; see the module docstring.
 
     ``base_dir`` resolves relative dataset and tokenizer paths; ``on_request`` sees every
     measured record as it completes (progress display); ``client_workers`` > 1 sends each HTTP
-    tier from that many client processes (``objectives.workers``). Over HTTP, token-id prompts
+    tier from that many client processes (``objectives.workers``); ``on_warmup`` gets the
+    seconds the warm-up took (virtual ones against a virtual engine, which has no wall time
+    of its own), when there is one. Over HTTP, token-id prompts
     are drawn inside the served model's vocabulary when the workload leaves ``vocab_size``
     unset (``objectives.vocab.with_vocab``).
     """
     results: list[TierResult] = []
     try:
+        collect = _collect(results, on_tier)
         if endpoint.virtual is not None:
-            _run_virtual(
-                endpoint.virtual, workload, slos, _collect(results, on_tier), base_dir, on_request
-            )
+            warmed = _warm_virtual(endpoint.virtual, workload, base_dir)
+            if warmed is not None and on_warmup is not None:
+                on_warmup(warmed)
+            _run_virtual(endpoint.virtual, workload, slos, collect, base_dir, on_request)
         elif endpoint.base_url is not None:
-            collect = _collect(results, on_tier)
             workload = with_vocab(workload, endpoint, base_dir)
             asyncio.run(
-                run_http(endpoint, workload, slos, collect, base_dir, on_request, client_workers)
+                run_http(
+                    endpoint,
+                    workload,
+                    slos,
+                    collect,
+                    base_dir,
+                    on_request,
+                    client_workers,
+                    on_warmup,
+                )
             )
         else:
             raise TunerError("endpoint has neither a base_url nor a virtual engine")
@@ -105,6 +119,16 @@ def _collect(results: list[TierResult], on_tier: OnTier | None) -> OnTier:
     return add
 
 
+def _warm_virtual(
+    engine: VirtualEngine, workload: WorkloadSpec, base_dir: Path | None
+) -> float | None:
+    """The unmeasured warm-up requests; their virtual seconds (None: no warm-up asked)."""
+    warmup = build_warmup(workload, base_dir)
+    if not warmup:
+        return None
+    return tier_duration(engine.run(warmup, min(len(warmup), workload.tiers[0])))
+
+
 def _run_virtual(
     engine: VirtualEngine,
     workload: WorkloadSpec,
@@ -113,9 +137,6 @@ def _run_virtual(
     base_dir: Path | None,
     on_request: OnRequest | None,
 ) -> None:
-    warmup = build_warmup(workload, base_dir)
-    if warmup:
-        engine.run(warmup, min(len(warmup), workload.tiers[0]))
     for i, concurrency in enumerate(workload.tiers):
         requests = build_requests(workload, base_dir, round=i)
         before = engine.server_counters()

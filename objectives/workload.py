@@ -204,6 +204,7 @@ class WorkloadSpec(_Strict):
         "than the tier has streams leaves those figures out and says so in the tier's notes. "
         "A closed loop leaves about num_prompts - 2 x concurrency requests in the window, so "
         "send at least 3 x the largest tier. Off: the whole tier, as vllm bench serve.",
+    )
     stall_floor_s: float = Field(
         STALL_FLOOR_S,
         gt=0,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +30,8 @@ from launchers.simengine.memory import MemoryPlan, plan_memory
 from launchers.simengine.model import StepModel
 from launchers.simengine.profile import Profile, load_profile
 from launchers.simengine.scheduler import SchedulerConfig, SimRequest
+from launchers.simengine.startup import CompileRun, compile_once, weights_load_s
+from launchers.simengine.startup import log_lines as compile_lines
 from launchers.simengine.tokens import recurring_share, token_ids
 from objectives.records import BenchRequest, RequestRecord
 from tuner.errors import FailureKind, LaunchError
@@ -53,6 +56,7 @@ class SimEngine:
         cfg: SimConfig,
         seed: int = 0,
         log: Callable[[str], None] | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         self.profile = profile
         self.cfg = cfg
@@ -60,6 +64,8 @@ class SimEngine:
         self.lines: list[str] = []
         self._log_sink = log
         self.memory: MemoryPlan = plan_memory(cfg, profile)
+        self._cache_dir = cache_dir
+        self.compiled: CompileRun = compile_once(profile, cfg, cache_dir)
         self.rng = np.random.default_rng(seed)
         speed = float(self.rng.lognormal(0.0, profile.overheads.run_jitter))
         self.model = StepModel(profile, cfg.knobs, speed=speed)
@@ -70,11 +76,16 @@ class SimEngine:
 
     @classmethod
     def from_argv(
-        cls, args: Sequence[str], env: Mapping[str, str], profile: str = "h200x4", seed: int = 0
+        cls,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        profile: str = "h200x4",
+        seed: int = 0,
+        cache_dir: Path | None = None,
     ) -> SimEngine:
         """Builds an engine from ``vllm serve`` flags and env; raises ``EngineRefused``."""
         prof = load_profile(profile)
-        return cls(prof, resolve(args, env, prof), seed)
+        return cls(prof, resolve(args, env, prof), seed, cache_dir=cache_dir)
 
     def set_log_sink(self, sink: Callable[[str], None]) -> None:
         """Where log lines go from now on (besides ``lines``)."""
@@ -116,7 +127,7 @@ class SimEngine:
         return out
 
     def _startup_lines(self) -> None:
-        c, o = self.cfg, self.profile.overheads
+        c = self.cfg
         self.log(
             f"vLLM API server version {self.profile.defaults.vllm_version} (simulated, "
             f"profile {self.profile.name})"
@@ -128,11 +139,13 @@ class SimEngine:
             self.log(note)
         version = self.profile.defaults.vllm_version.split()[0]  # "0.14 (vllm-ascend)": 0.14
         self.log(f"Initializing a V1 LLM engine (v{version}) with config: {self._engine_config()}")
-        load = o.fast_load_s if c.fast_load else o.load_s
-        self.log(f"Loading weights took {load:.2f} seconds")
+        self.log(f"Loading weights took {weights_load_s(self.profile, c):.2f} seconds")
+        for line in compile_lines(self.compiled, self.profile, self._cache_dir):
+            self.log(line)
         for line in self.memory.lines(c):
             self.log(line)
-        self.log(f"init engine (profile, create kv cache, warmup model) took {o.compile_s:.2f} s")
+        init = self.compiled.init_s
+        self.log(f"init engine (profile, create kv cache, warmup model) took {init:.2f} s")
 
     def _engine_config(self) -> str:
         """The resolved values vLLM's engine-core line prints that the simulator knows."""
@@ -147,9 +160,9 @@ class SimEngine:
 
     @property
     def startup_s(self) -> float:
-        """Seconds the real engine would take to become ready (load + compile)."""
-        o = self.profile.overheads
-        return (o.fast_load_s if self.cfg.fast_load else o.load_s) + o.compile_s
+        """Seconds the real engine would take to become ready (load + compile, or load and
+        graphs read from the compile cache)."""
+        return weights_load_s(self.profile, self.cfg) + self.compiled.init_s
 
     # ---- VirtualEngine -----------------------------------------------------------------
     def run(

@@ -134,6 +134,11 @@ class Overheads(_Strict):
     load_s: float = Field(description="Weight loading time at start-up, seconds")
     fast_load_s: float = Field(description="Weight loading with --load-format fastsafetensors")
     compile_s: float = Field(description="Compile + graph capture at start-up, seconds")
+    compile_cached_s: float | None = Field(
+        None,
+        description="compile_s when the compile cache holds the launch's graphs (None: no "
+        "saving modelled)",
+    )
 
 
 class Defaults(_Strict):

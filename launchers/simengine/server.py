@@ -6,6 +6,7 @@ reads env vars as vLLM does, and exits non-zero with vLLM's log line where vLLM 
 start (2 for argument errors). Endpoints: ``/v1/completions`` and ``/v1/chat/completions``
 (streamed as SSE, one chunk per engine step's tokens, ``usage`` when asked), ``/v1/models``,
 ``/health`` (503 once the engine died), ``/metrics`` (vLLM's metric names).
+With ``VLLM_CACHE_ROOT`` set, its compile cache lives there, as vLLM's does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -243,8 +245,11 @@ def serve(
     def say(line: str) -> None:
         print(f"INFO {line}", file=sys.stderr, flush=True)
 
+    # vLLM's cache folder when it is named: a container mounts it (the docker launcher's
+    # cache dirs) so restarts reuse it; unnamed, nothing is written to the home folder.
+    cache = env.get("VLLM_CACHE_ROOT")
     try:
-        engine = SimEngine.from_argv(argv, env, profile, seed)
+        engine = SimEngine.from_argv(argv, env, profile, seed, Path(cache) if cache else None)
     except EngineRefused as err:
         print(f"ERROR {err}", file=sys.stderr, flush=True)
         return err.exit_code

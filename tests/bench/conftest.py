@@ -25,3 +25,8 @@ def sf() -> ModuleType:
 @pytest.fixture(scope="session")
 def s2r() -> ModuleType:
     return load_module(BENCH / "scenario2_readings.py")
+
+
+@pytest.fixture(scope="session")
+def ps() -> ModuleType:
+    return load_module(BENCH / "parallel_speedup.py")

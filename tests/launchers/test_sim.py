@@ -82,3 +82,40 @@ def test_noise_is_reproducible_per_trial_and_differs_between_trials(tmp_path: Pa
     assert a == a2
     assert a != b
     assert abs(sum(a) / sum(b) - 1) < 0.1  # noise of a few percent, not a different engine
+
+
+def _startup(settings: SimSettings, trial_dir: Path, *args: str) -> tuple[float, bool | None]:
+    launcher = SimLauncher(settings)
+    try:
+        launcher.start(config(*args), trial_dir)
+        launcher.wait_ready(1.0)
+    except LaunchError:
+        pass
+    startup = launcher.startup(wall_s=0.001)  # the wall clock is not the simulator's
+    launcher.stop()
+    return startup.seconds, startup.compile_cached
+
+
+def test_start_up_is_the_hardwares_and_a_studys_cache_shortens_repeats(tmp_path: Path) -> None:
+    trials = tmp_path / "trials"
+    first = _startup(SimSettings(), trials / "0000")
+    again = _startup(SimSettings(), trials / "0001")
+    other_study = _startup(SimSettings(), tmp_path / "other" / "0000")
+    assert first == (53.0 + 95.0, False)  # weights, then a cold compile
+    assert again == (53.0 + 37.0, True)
+    assert other_study == first
+    assert (trials / ".engine-cache" / "torch_compile_cache").is_dir()
+
+
+def test_no_kept_cache_and_a_fixed_start_up_when_asked(tmp_path: Path) -> None:
+    off = SimSettings(compile_cache=False)
+    assert _startup(off, tmp_path / "t" / "0")[1] is False
+    assert _startup(off, tmp_path / "t" / "1")[1] is False
+    assert _startup(SimSettings(startup_s=5.0), tmp_path / "u" / "0")[0] == 5.0
+
+
+def test_a_refusal_costs_what_vllm_spent_before_it(tmp_path: Path) -> None:
+    flags = _startup(SimSettings(), tmp_path / "a" / "0", "--max-num-partial-prefills", "2")
+    memory = _startup(SimSettings(), tmp_path / "b" / "0", "--gpu-memory-utilization", "0.45")
+    assert flags[0] == 0.0  # argparse and config checks: before anything loads
+    assert memory[0] == 53.0  # the KV cache is sized once the weights are in

@@ -42,12 +42,15 @@ def test_arrivals_are_seeded_gamma_gaps() -> None:
 
 def test_http_tiers_against_a_real_server(paced_server: str) -> None:
     done: list[bool] = []
+    warmed: list[float] = []
     results = run_benchmark(
         Endpoint("paced", base_url=paced_server + "/v1"),
         workload(),
         on_request=lambda rec: done.append(rec.success),
+        on_warmup=warmed.append,
     )
     assert done == [True] * 16  # measured requests only, warm-up excluded
+    assert len(warmed) == 1 and 0.0 < warmed[0] < results[0].metrics["duration"]
     assert [r.concurrency for r in results] == [1, 4]
     for r in results:
         m = r.metrics

@@ -40,6 +40,15 @@ def test_virtual_tiers_measure_the_known_pacing() -> None:
     assert not results[0].client_saturated and not results[0].has_failures
 
 
+def test_the_warm_up_reports_its_virtual_seconds_and_none_is_not_reported() -> None:
+    warmed: list[float] = []
+    endpoint = Endpoint("m", virtual=PacedEngine(ttft_s=0.1, itl_s=0.01))
+    run_benchmark(endpoint, workload(), on_warmup=warmed.append)
+    assert warmed == [pytest.approx(2 * 0.2)]  # two requests one after the other
+    run_benchmark(endpoint, workload(warmup=0), on_warmup=warmed.append)
+    assert len(warmed) == 1
+
+
 def test_prefix_counters_are_per_tier_deltas() -> None:
     ds = {
         "kind": "prefix_repetition",

@@ -17,6 +17,7 @@ from tuner.export.build import Export, TierExport
 from tuner.export.commands import serve_command
 from tuner.export.docker_run import image_of
 from tuner.export.plots import bars_html, pareto_svg
+from tuner.export.report_hours import hours_html
 from tuner.export.tiers import FIGURE_KEYS, Point
 from tuner.space.params import Parameter
 from tuner.storage.urls import redact
@@ -96,6 +97,7 @@ def report_html(export: Export) -> str:
         _space(export),
         *(_tier(t, export) for t in export.tiers),
         _failures(export),
+        hours_html(export.data),
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

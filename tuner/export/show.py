@@ -7,6 +7,7 @@ from pathlib import Path
 from objectives.objective import get_objective
 from tuner.export.data import space_from_text
 from tuner.export.eligible import Policy
+from tuner.export.hours import StudyHours, clock_words, span, startup_words, study_hours
 from tuner.export.recommend import recommend
 from tuner.export.recommend_table import format_recommendations
 from tuner.record.study import StudyRecord
@@ -31,4 +32,23 @@ def show_study(name: str, storage: str | None, results_dir: Path) -> str:
         f"+ {confirms} confirmation launches "
         f"({feasible} feasible, {len(trials) - len(complete)} failed or unfinished)"
     )
-    return head + "\n\n" + format_recommendations(recs, objective)
+    hours = study_hours(trials, record.tiers, record.target_kind == "sim")
+    return head + "\n\n" + format_recommendations(recs, objective) + "\n\n" + hours_text(hours)
+
+
+def hours_text(h: StudyHours) -> str:
+    """A few lines: each part's hours and share, then what start-up took first and later."""
+    if not h.launches:
+        return "where the hours went: no launch recorded its times (a study older than that)"
+    total = f"{span(h.total_s)} over {h.launches} launches"
+    lines = [f"where the hours went ({clock_words(h)}): {total}"]
+    for name, seconds in h.parts():
+        line = f"  {name:<14} {span(seconds):>9} {h.share(seconds):>4.0%}"
+        if name == "tiers" and len(h.tiers_s) > 1:
+            line += "  (" + ", ".join(f"c{c} {span(s)}" for c, s in h.tiers_s.items()) + ")"
+        lines.append(line)
+    if h.untimed:
+        lines.append(f"  {h.untimed} earlier launches recorded no times and are left out")
+    if h.cache is not None:
+        lines.append(f"  start-up: {startup_words(h.cache)}")
+    return "\n".join(lines)

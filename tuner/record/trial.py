@@ -7,7 +7,7 @@ project, the run loop, the samplers and every exporter, sees fields, never key s
 
 A trial's outcome (``TrialOutcome``) is what a launch measured; the record adds what the
 study knows about the trial: whether it is the baseline, which launch it repeats, confirms or
-was queued again from, and why it failed.
+was queued again from, why it failed, and where its launch's time went (``TrialTimes``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
+from tuner.record.times import TrialTimes
 
 CONSTRAINT_KEYS = ("rules", "engine", "failed_requests", "slo")
 RULES = "rules"  # failure_kind of a config refused by a rule before any launch
@@ -32,6 +33,7 @@ _REQUEUED_FROM, _REQUEUE_REASON = "requeued_from", "requeue_reason"
 # The launch a config renders to, set once its params are all written and before any launch:
 # it identifies twins, and tells a lost trial's config from a fragment of a proposal.
 _FINGERPRINT, _COMMAND = "fingerprint", "engine_command"
+_TIMES = "times"  # a launch's start-up, warm-up and tiers in seconds (``TrialTimes``)
 
 
 @dataclass
@@ -82,6 +84,7 @@ class TrialRecord:
     interrupted: bool
     fingerprint: str | None
     engine_command: str | None
+    times: TrialTimes | None  # None: nothing launched (a rule, a repeat) or an older study
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRecord:
@@ -102,6 +105,7 @@ class TrialRecord:
             interrupted=bool(a.get(_INTERRUPTED)),
             fingerprint=a.get(_FINGERPRINT),
             engine_command=a.get(_COMMAND),
+            times=TrialTimes.of(a.get(_TIMES)),
         )
 
     @property
@@ -180,6 +184,12 @@ def write_launch(trial: optuna.Trial, fingerprint: str, command: str) -> None:
 def write_partial_tiers(trial: optuna.Trial, tiers: Mapping[str, Any]) -> None:
     """The tiers measured so far, so that they survive a Ctrl-C mid-trial."""
     trial.set_user_attr(_TIERS, jsonable(tiers))
+
+
+def write_times(trial: optuna.Trial, times: TrialTimes) -> None:
+    """Where a launch's time went, whichever way it ended (nothing when it launched nothing)."""
+    if times.launched:
+        trial.set_user_attr(_TIMES, jsonable(times.to_json()))
 
 
 def write_outcome(trial: optuna.Trial, outcome: TrialOutcome) -> None:

@@ -20,6 +20,7 @@ from tuner.errors import InfraError
 from tuner.export.eligible import Policy
 from tuner.export.recommend import TierRecommendation, recommend, trials_table
 from tuner.export.recommend_table import format_recommendations
+from tuner.record.times import TrialTimes
 from tuner.record.trial import (
     TrialOutcome,
     TrialRecord,
@@ -35,8 +36,10 @@ from tuner.record.trial import (
     write_launch,
     write_outcome,
     write_partial_tiers,
+    write_times,
 )
 from tuner.run.context import StudyContext
+from tuner.run.eta import eta_note
 from tuner.run.signals import why_stopped
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
@@ -53,9 +56,15 @@ class TrialLoop:
     """One run's objective function and bookkeeping around the Optuna study."""
 
     def __init__(
-        self, ctx: StudyContext, study: optuna.Study, report: Report, slot: Slot | None = None
+        self,
+        ctx: StudyContext,
+        study: optuna.Study,
+        report: Report,
+        slot: Slot | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.ctx, self.study, self.report, self.slot = ctx, study, report, slot
+        self.deadline = deadline  # time.monotonic() when no new trial starts (--timeout)
         self.runner = TrialRunner(
             ctx.space, ctx.objective, ctx.space.study.ready_timeout_s, ctx.space_path.parent
         )
@@ -65,19 +74,25 @@ class TrialLoop:
 
     def __call__(self, trial: optuna.Trial) -> list[float]:
         values = suggest(trial, self.ctx.space)
+        times = TrialTimes()  # kept however the trial ends: failures spend hours too
         try:
-            outcome = self._evaluate(trial, values)
+            outcome = self._evaluate(trial, values, times)
         except KeyboardInterrupt as err:
+            write_times(trial, times)
             mark_interrupted(trial, why_stopped(err))
             raise
         except InfraError as err:
             self.last_infra = str(err)
+            write_times(trial, times)
             mark_failed(trial, f"infrastructure: {err}", infra=True)
             raise
+        write_times(trial, times)
         write_outcome(trial, outcome)
         return outcome.values
 
-    def _evaluate(self, trial: optuna.Trial, values: dict[str, Any]) -> TrialOutcome:
+    def _evaluate(
+        self, trial: optuna.Trial, values: dict[str, Any], times: TrialTimes
+    ) -> TrialOutcome:
         n_tiers = len(self.runner.tiers)
         broken = violated_rules(self.ctx.space, values)
         if broken:
@@ -108,7 +123,7 @@ class TrialLoop:
                 labels=labels,
             )
         with staged_dir(self.ctx.paths.trial_dir(trial.number)) as trial_dir:
-            return self.runner.run(config, trial_dir, on_tier)
+            return self.runner.run(config, trial_dir, on_tier, times)
 
     def _measured_twin(self, trial: optuna.Trial, config: EngineConfig) -> FrozenTrial | None:
         # Distinct parameter values can render to the same launch (an 'off' value makes other
@@ -144,7 +159,7 @@ class TrialLoop:
     def record(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Progress line, table refresh and the streaks the stop rule reads (a FAIL's config
         was queued again by the worker loop as it told the trial)."""
-        self.report(progress_line(trial, self.ctx, study))
+        self.report(progress_line(trial, self.ctx, study, self.deadline))
         if trial.state == TrialState.FAIL and not TrialRecord.of(trial).interrupted:
             self.infra_streak += 1
         elif trial.state == TrialState.COMPLETE:
@@ -181,8 +196,15 @@ def finished_count(study: optuna.Study) -> int:
     return sum(map(in_budget, study.get_trials(deepcopy=False)))
 
 
-def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) -> str:
+def progress_line(
+    trial: FrozenTrial, ctx: StudyContext, study: optuna.Study, deadline: float | None = None
+) -> str:
+    """What one finished trial measured, then when the budget will be met (``eta_note``)."""
     done = finished_count(study)
+    return _outcome_line(trial, ctx, done) + eta_note(study, ctx.trials - done, deadline)
+
+
+def _outcome_line(trial: FrozenTrial, ctx: StudyContext, done: int) -> str:
     head = f"trial {trial.number:>3} [{done}/{ctx.trials}]"
     r = TrialRecord.of(trial)
     if r.baseline:

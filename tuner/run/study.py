@@ -16,6 +16,7 @@ from tuner.export import export_study
 from tuner.export.recommend_table import format_recommendations
 from tuner.run.confirm import confirm_leaders
 from tuner.run.context import RunOptions, StudyContext, StudySummary, prepare
+from tuner.run.eta import plan_note
 from tuner.run.join import identity, join_study, run_options
 from tuner.run.loop import Joined, WorkerLoop
 from tuner.run.objective import Report, TrialLoop, finished_count, write_tables
@@ -45,7 +46,7 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     with sigterm_as_interrupt():
         joined = join_study(run_options(ctx, opts), report, ctx)
         done = finished_count(joined.study)
-        report(progress_line(ctx, done))
+        report(progress_line(ctx, done) + plan_note(joined.study, ctx.trials - done, ctx.timeout_s))
         try:
             with deadline_alarm(deadline):
                 stopped = _run_here(joined, slots[0], deadline, report)
@@ -72,7 +73,7 @@ def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report
     """The budget through the one claim / run / tell loop every worker runs, then, once it is
     met, the leaders of every tier launched again. Returns why it stopped short through a
     fault to fix (``TrialLoop.failed_stop``), else None."""
-    loop = TrialLoop(joined.ctx, joined.study, report, slot)
+    loop = TrialLoop(joined.ctx, joined.study, report, slot, deadline)
     worker = WorkerLoop(joined, loop, identity(slot), poll_s=POLL_S)
     if worker.run(deadline, report).done:  # explored in full: confirm the leaders
         confirm_leaders(worker, joined.ctx.confirm, deadline)

@@ -9,17 +9,19 @@ so the study marks the trial FAIL and runs its config again.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from launchers import launcher_class
+from launchers import Endpoint, Launcher, launcher_class
 from objectives.metrics import SLO, merge_failures
 from objectives.objective import Objective
 from objectives.result import TierResult
 from objectives.runner import run_benchmark
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, InfraError, LaunchError
+from tuner.record.times import TrialTimes
 from tuner.record.trial import TrialOutcome, infeasible
 from tuner.run.leftovers import noted_engines
 from tuner.space.load import settings_of
@@ -53,29 +55,60 @@ class TrialRunner:
         config: EngineConfig,
         trial_dir: Path,
         on_tier: Callable[[TierResult], None] | None = None,
+        times: TrialTimes | None = None,
     ) -> TrialOutcome:
-        """Launch, benchmark every tier, stop. Raises ``InfraError`` for faults not the config's."""
+        """Launch, benchmark every tier, stop. Raises ``InfraError`` for faults not the config's.
+
+        ``times`` is filled in as each phase ends, so the caller keeps what a launch that
+        failed or was interrupted midway had spent."""
         write_trial_config(trial_dir, config)
         results: list[TierResult] = []
+        times = times if times is not None else TrialTimes()
 
         def keep(tier: TierResult) -> None:
             results.append(tier)
+            # The tier's own duration: on the engine's clock, as the start-up is.
+            times.tiers_s[str(tier.concurrency)] = float(tier.metrics.get("duration", 0.0))
             write_json(trial_dir / f"bench_c{tier.concurrency}.json", tier.to_dict())
             if on_tier is not None:
                 on_tier(tier)
 
+        def warmed(seconds: float) -> None:
+            times.warmup_s = seconds
+
         try:
             # The note outlives the launcher's stop, so a kill at any point leaves it behind.
             with noted_engines(trial_dir) as note, self.launcher_cls(self.settings) as launcher:
-                launcher.start(config, trial_dir)
-                note.take()
-                endpoint = launcher.wait_ready(self.ready_timeout_s)
-                run_benchmark(endpoint, self.space.workload, self.space.slos, keep, self.base_dir)
+                endpoint = self._ready(launcher, config, trial_dir, times, note.take)
+                workload, slos = self.space.workload, self.space.slos
+                run_benchmark(endpoint, workload, slos, keep, self.base_dir, on_warmup=warmed)
         except LaunchError as err:
             if not err.kind.is_config_fault:
                 raise InfraError(f"{err.kind.value}: {err}") from err
             return self._failed(err, results)
         return self.outcome(results)
+
+    def _ready(
+        self,
+        launcher: Launcher,
+        config: EngineConfig,
+        trial_dir: Path,
+        times: TrialTimes,
+        on_started: Callable[[], None],
+    ) -> Endpoint:
+        """Start the engine and wait until it serves, timing it whichever way it ends;
+        ``on_started`` runs once the engine's processes exist."""
+        started = time.monotonic()
+        try:
+            launcher.start(config, trial_dir)
+            on_started()
+            endpoint = launcher.wait_ready(self.ready_timeout_s)
+            times.ready = True
+            return endpoint
+        finally:
+            startup = launcher.startup(time.monotonic() - started)
+            times.startup_s = startup.seconds
+            times.compile_key, times.compile_cached = startup.compile_key, startup.compile_cached
 
     def outcome(self, results: Sequence[TierResult]) -> TrialOutcome:
         """Objective values and constraints from every tier's results."""

@@ -59,7 +59,7 @@ def _run_one(
     opts: WorkerOptions, joined: Joined, slot: Slot, deadline: float | None, report: Report
 ) -> WorkerSummary:
     joined.study.sampler.reseed_rng()  # workers sharing a seed would sample the same configs
-    loop = TrialLoop(joined.ctx, joined.study, report, slot)
+    loop = TrialLoop(joined.ctx, joined.study, report, slot, deadline)
     worker = WorkerLoop(joined, loop, identity(slot), opts.poll_s)
     report(f"worker {worker.who} joined study {opts.study!r} (budget {joined.budget} trials)")
     interrupted = False
