@@ -72,11 +72,14 @@ async def run_http(
     base_dir: Path | None,
     on_request: OnRequest | None = None,
     workers: int = 1,
+    *,
+    first_round: int = 0,
 ) -> None:
     """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``.
 
     With ``workers > 1`` the measured requests go through that many client processes
-    (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process.
+    (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process. Tier
+    ``i`` sends content round ``first_round + i`` (see ``objectives.runner.run_benchmark``).
     """
     assert endpoint.base_url is not None
     timeout = workload.request_timeout_s
@@ -96,7 +99,7 @@ async def run_http(
             send: Drive = pool.drive if pool is not None else in_process
             await _warm_up(client, workload, endpoint.model, base_dir)
             for i, concurrency in enumerate(workload.tiers):
-                requests = build_requests(workload, base_dir, round=i)
+                requests = build_requests(workload, base_dir, round=first_round + i)
                 records, lag, server = await _tier(
                     http, send, requests, endpoint.model, workload, concurrency, on_request
                 )

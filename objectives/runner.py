@@ -45,6 +45,7 @@ def run_benchmark(
     base_dir: Path | None = None,
     on_request: OnRequest | None = None,
     client_workers: int = 1,
+    first_round: int = 0,
 ) -> list[TierResult]:
     """Measure every tier of ``workload`` against ``endpoint``; see the module docstring.
 
@@ -52,19 +53,30 @@ def run_benchmark(
     measured record as it completes (progress display); ``client_workers`` > 1 sends each HTTP
     tier from that many client processes (``objectives.workers``). Over HTTP, token-id prompts
     are drawn inside the served model's vocabulary when the workload leaves ``vocab_size``
-    unset (``objectives.vocab.with_vocab``).
+    unset (``objectives.vocab.with_vocab``). Tier ``i`` sends the requests of content round
+    ``first_round + i``: a caller measuring one engine again and again (``tune capacity``)
+    moves it on, so no run hits the prefix-cache blocks an earlier one left behind.
     """
     results: list[TierResult] = []
+    collect = _collect(results, on_tier)
     try:
         if endpoint.virtual is not None:
             _run_virtual(
-                endpoint.virtual, workload, slos, _collect(results, on_tier), base_dir, on_request
+                endpoint.virtual, workload, slos, collect, base_dir, on_request, first_round
             )
         elif endpoint.base_url is not None:
-            collect = _collect(results, on_tier)
             workload = with_vocab(workload, endpoint, base_dir)
             asyncio.run(
-                run_http(endpoint, workload, slos, collect, base_dir, on_request, client_workers)
+                run_http(
+                    endpoint,
+                    workload,
+                    slos,
+                    collect,
+                    base_dir,
+                    on_request,
+                    client_workers,
+                    first_round=first_round,
+                )
             )
         else:
             raise TunerError("endpoint has neither a base_url nor a virtual engine")
@@ -111,12 +123,13 @@ def _run_virtual(
     on_tier: OnTier,
     base_dir: Path | None,
     on_request: OnRequest | None,
+    first_round: int,
 ) -> None:
     warmup = build_warmup(workload, base_dir)
     if warmup:
         engine.run(warmup, min(len(warmup), workload.tiers[0]))
     for i, concurrency in enumerate(workload.tiers):
-        requests = build_requests(workload, base_dir, round=i)
+        requests = build_requests(workload, base_dir, round=first_round + i)
         before = engine.server_counters()
         records = engine.run(requests, concurrency, workload.request_rate, workload.burstiness)
         # End-of-tier gauge values say nothing of the tier: the run's own peaks stand in.
