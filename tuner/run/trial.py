@@ -9,11 +9,13 @@ so the study marks the trial FAIL and runs its config again.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from launchers import launcher_class
+from objectives.endpoint import Endpoint
 from objectives.metrics import SLO, merge_failures
 from objectives.objective import Objective
 from objectives.result import TierResult
@@ -64,15 +66,21 @@ class TrialRunner:
                 on_tier(tier)
 
         try:
-            with self.launcher_cls(self.settings) as launcher:
-                launcher.start(config, trial_dir)
-                endpoint = launcher.wait_ready(self.ready_timeout_s)
+            with self.serving(config, trial_dir) as endpoint:
                 run_benchmark(endpoint, self.space.workload, self.space.slos, keep, self.base_dir)
         except LaunchError as err:
             if not err.kind.is_config_fault:
                 raise InfraError(f"{err.kind.value}: {err}") from err
             return self._failed(err, results)
         return self.outcome(results)
+
+    @contextmanager
+    def serving(self, config: EngineConfig, run_dir: Path) -> Iterator[Endpoint]:
+        """The config's engine, launched and ready, stopped however the block ends: one launch
+        that a trial measures every tier on (and ``tune capacity`` every probe)."""
+        with self.launcher_cls(self.settings) as launcher:
+            launcher.start(config, run_dir)
+            yield launcher.wait_ready(self.ready_timeout_s)
 
     def outcome(self, results: Sequence[TierResult]) -> TrialOutcome:
         """Objective values and constraints from every tier's results."""
