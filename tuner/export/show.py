@@ -1,10 +1,13 @@
-"""What ``tune show`` prints, rebuilt from the Optuna storage alone (no space file needed)."""
+"""What ``tune show`` prints, rebuilt from the Optuna storage alone (no space file needed), and
+the study folder's ``capacity.json`` when ``tune capacity`` has written one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from objectives.objective import get_objective
+from tuner.export.capacity import read_capacity
+from tuner.export.capacity_text import capacity_text
 from tuner.export.data import space_from_text
 from tuner.export.eligible import Policy
 from tuner.export.recommend import recommend
@@ -31,4 +34,6 @@ def show_study(name: str, storage: str | None, results_dir: Path) -> str:
         f"+ {confirms} confirmation launches "
         f"({feasible} feasible, {len(trials) - len(complete)} failed or unfinished)"
     )
-    return head + "\n\n" + format_recommendations(recs, objective)
+    text = head + "\n\n" + format_recommendations(recs, objective)
+    capacity = read_capacity(results_dir / name)
+    return text if capacity is None else text + "\n\n" + capacity_text(capacity, paths=False)
