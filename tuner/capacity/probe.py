@@ -8,7 +8,8 @@ and never fewer than the study's own tier did; a dataset of shared prompts (code
 grows more of them, so each is still sent as often as in the study. Each probe sends fresh
 content (its own round), so no probe hits the prefix-cache blocks an earlier one left behind.
 
-A probe holds when no request failed, the client kept up, and every capacity SLO holds.
+A probe holds when no request failed, the client kept up, and every capacity SLO holds. A run
+the client limited is run again (its figures are the client's, not the engine's).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tuner.storage.results import write_json
 
 PER_USER = 2
 RATE_SECONDS = 20.0
+CLIENT_TRIES = 3  # as a trial the client limited is run again, up to the study's infra limit
 ALWAYS_KEPT = ("completed", "failed", "output_throughput", "request_throughput")
 
 
@@ -99,7 +101,9 @@ def judge(result: TierResult, load: float, phase: str, slos: list[SLO]) -> Probe
         broke.append("the benchmark client, not the engine, limited it")
     # Nothing completed: the engine stopped answering, and every later probe would say so.
     fatal = completed == 0
-    return Probe(load, not broke, failed + completed, phase, values, broke, violated, fatal)
+    probe = Probe(load, not broke, failed + completed, phase, values, broke, violated, fatal)
+    probe.client_limited = result.client_saturated
+    return probe
 
 
 def _breaks(slo: SLO, metrics: dict[str, float | int]) -> bool:
@@ -121,8 +125,22 @@ class Prober:
     runs: int = 0
 
     def __call__(self, load: float, phase: str) -> Probe:
-        n, self.runs = self.runs, self.runs + 1
+        """One measurement at ``load``; a run the client limited says nothing of the engine and
+        is run again, and ``CLIENT_TRIES`` of them in a row stop the search there."""
         load = int(load) if self.mode == CONCURRENCY else load
+        probe = self._once(load, phase)
+        while probe.client_limited and probe.retries + 1 < CLIENT_TRIES:
+            retries = probe.retries + 1
+            probe = self._once(load, phase)
+            probe.retries = retries
+        if probe.client_limited:
+            probe.fatal = True
+            probe.broke.append(f"{CLIENT_TRIES} runs in a row: a faster client must measure this")
+        self.report(probe)
+        return probe
+
+    def _once(self, load: float, phase: str) -> Probe:
+        n, self.runs = self.runs, self.runs + 1
         spec = probe_workload(self.workload, load, self.mode, self.in_flight, warm=n == 0)
         try:
             (result,) = run_benchmark(
@@ -134,5 +152,4 @@ class Prober:
         else:
             write_json(self.run_dir / f"probe{n:02d}_{phase}_{load:g}.json", result.to_dict())
             probe = judge(result, load, phase, self.slos)
-        self.report(probe)
         return probe

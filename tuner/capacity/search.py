@@ -6,9 +6,9 @@ The probe is the running engine measured at one load; this module only chooses l
 last load that held and the first that broke: to neighbouring integers for a concurrency, to
 within ``precision`` for a request rate (bisected geometrically, as a rate has no natural
 step). Each of those steps is one run, and near the boundary one run is a coin toss, so
-``settle`` then measures each side until it rests on ``repeats`` runs and moves the boundary
-one step while a side's majority disagrees with it: the answer held in most of its runs, and
-the next step broke in most of its runs.
+``settle`` then measures each side until it rests on ``repeats`` runs and searches again from
+a side whose majority disagrees with it: the answer held in most of its runs, and the next
+step broke in most of its runs.
 """
 
 from __future__ import annotations
@@ -105,29 +105,26 @@ def _step(probe: ProbeAt, load: float, phase: str, out: Bracket, bounds: Bounds)
     else:
         out.broke = load if out.broke is None else min(out.broke, load)
     if result.fatal:
-        out.stopped = f"the engine stopped serving at {load:g}: {result.broke[0]}"
+        out.stopped = f"stopped at {load:g}: {result.broke[0]}"
     return result
 
 
-def settle(probe: ProbeAt, out: Bracket, bounds: Bounds, repeats: int, walks: int = 3) -> None:
+def settle(probe: ProbeAt, out: Bracket, bounds: Bounds, repeats: int, moves: int = 3) -> None:
     """Each side of the boundary measured until it rests on ``repeats`` runs (alternated, so
-    that drift in the machine's load hits both alike); a held side that most of its runs
-    broke moves the boundary down a step, a broken side that most of its runs held moves it
-    up, at most ``walks`` times. Nothing is measured once the engine died."""
-    for _ in range(walks + 1):
+    that drift in the machine's load hits both alike). A side most of whose runs disagree
+    with it moves the boundary: from there the load gallops away (one step, two, four...) to
+    the first that does the opposite, the bracket is bisected again and its sides topped up,
+    at most ``moves`` times. Nothing is measured once the engine stopped serving."""
+    for moved in range(moves + 1):
         _top_up(probe, out, repeats)
-        if out.dead:
+        direction = 0 if out.stopped else _disagreement(out)
+        if direction == 0:
             return
-        held_ok, held_runs = out.runs(out.held) if out.held else (1, 1)
-        broke_ok, broke_runs = out.runs(out.broke) if out.broke is not None else (0, 1)
-        if 2 * held_ok <= held_runs:
-            out.held, out.broke = _below(out.held, bounds), out.held
-        elif 2 * broke_ok > broke_runs:
-            assert out.broke is not None
-            out.held, out.broke = out.broke, _above(out.broke, bounds)
-        else:
-            return
-    out.stopped = f"the boundary still moved after {walks} steps: the noise is wider than a step"
+        if moved == moves:  # the sides stay as measured, and say how far they disagree
+            break
+        _gallop(probe, bounds, out, direction)
+        _bisect(probe, bounds, out)
+    out.stopped = f"the boundary still moved after {moves} moves: the noise is wider than a step"
 
 
 def _top_up(probe: ProbeAt, out: Bracket, repeats: int) -> None:
@@ -138,16 +135,36 @@ def _top_up(probe: ProbeAt, out: Bracket, repeats: int) -> None:
                 out.probes.append(probe(load, "repeat"))
 
 
-def _below(load: float, bounds: Bounds) -> float:
-    """The step under ``load`` (0 below the floor: nothing held)."""
-    step = load - 1 if bounds.integer else load / (1 + bounds.precision)
-    return step if step >= bounds.floor else 0.0
+def _disagreement(out: Bracket) -> int:
+    """-1: most runs of the side that held broke; +1: most of the side that broke held."""
+    held_ok, held_runs = out.runs(out.held) if out.held else (1, 1)
+    broke_ok, broke_runs = out.runs(out.broke) if out.broke is not None else (0, 1)
+    if 2 * held_ok <= held_runs:
+        return -1
+    return 1 if 2 * broke_ok > broke_runs else 0
 
 
-def _above(load: float, bounds: Bounds) -> float | None:
-    """The step over ``load`` (None above the ceiling: held at the bound)."""
-    step = load + 1 if bounds.integer else load * (1 + bounds.precision)
-    return step if step <= bounds.ceiling else None
+def _gallop(probe: ProbeAt, bounds: Bounds, out: Bracket, direction: int) -> None:
+    base = out.held if direction < 0 else out.broke
+    assert base is not None
+    if direction < 0:
+        out.held, out.broke = 0.0, base
+    else:
+        out.held, out.broke = base, None
+    stride, last = 1, base
+    while out.stopped is None and (out.held == 0 if direction < 0 else out.broke is None):
+        load = min(max(_offset(base, direction * stride, bounds), bounds.floor), bounds.ceiling)
+        if load == last:  # the floor or the ceiling, tried already
+            return
+        _step(probe, load, "gallop", out, bounds)
+        stride, last = stride * 2, load
+
+
+def _offset(base: float, steps: int, bounds: Bounds) -> float:
+    """``steps`` steps from ``base``: integers for a concurrency, ``precision`` for a rate."""
+    if bounds.integer:
+        return base + steps
+    return base * (1 + bounds.precision) ** steps
 
 
 def _middle(low: float, high: float, bounds: Bounds) -> float:

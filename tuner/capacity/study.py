@@ -60,7 +60,7 @@ class CapacityOptions:
     request_rate: bool = False  # search the request rate instead of the concurrency
     max_users: int = 256  # the concurrency bound; in request_rate mode the in-flight cap
     max_rate: float = 64.0
-    max_steps: int = 16  # probes per config before the repeats
+    max_steps: int = 24  # probes per config that choose a load (the repeats aside)
     repeats: int = 3  # runs at each side of the boundary, the search's own included
 
     @property

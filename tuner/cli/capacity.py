@@ -30,7 +30,7 @@ def capacity(
         256, "--max-users", help="Most users searched (with --request-rate: most in flight)."
     ),
     max_rate: float = typer.Option(64.0, "--max-rate", help="Most requests/s searched."),
-    max_steps: int = typer.Option(16, "--max-steps", help="Probes per config, repeats aside."),
+    max_steps: int = typer.Option(24, "--max-steps", help="Probes per config, repeats aside."),
     repeats: int = typer.Option(3, "--repeats", help="Runs each side of the boundary rests on."),
     users: int = typer.Option(None, "--users", help="Users to serve: replicas each config needs."),
     target_rate: float = typer.Option(

@@ -37,7 +37,9 @@ class Probe:
     values: dict[str, float] = field(default_factory=dict)  # each SLO's figure, its count
     broke: list[str] = field(default_factory=list)  # why it did not hold, one line each
     violated: list[str] = field(default_factory=list)  # the SLO metrics it broke
-    fatal: bool = False  # the engine stopped serving: nothing after it measures the config
+    fatal: bool = False  # nothing at or after it measures the config: the search stops
+    client_limited: bool = False  # the benchmark client, not the engine, limited it
+    retries: int = 0  # runs the client limited before this one, measured again
 
 
 @dataclass

@@ -18,6 +18,7 @@ from tuner.export.capacity_text import (
     headline,
     load_text,
     metric_label,
+    search_path,
     slo_label,
 )
 
@@ -76,7 +77,7 @@ def _row(report: CapacityReport, c: ConfigCapacity, note: str) -> Sequence[str]:
         c.failure if c.capacity is None and c.failure else bound_text(report, c),
         _spread(c, c.capacity, metric, True),
         _spread(c, c.above, metric, False),
-        " ".join(load_text(report, p.load) + ("+" if p.ok else "-") for p in c.probes),
+        search_path(report, c),
     )
 
 

@@ -69,7 +69,8 @@ def probe_line(report: CapacityReport, label: str, probe: Probe) -> str:
     word = "c=" if report.mode == CONCURRENCY else "rate="
     figures = ", ".join(_shown(k, probe.values) for k in _slo_keys(report) if k in probe.values)
     verdict = f"held ({figures})" if probe.ok else "broke: " + "; ".join(probe.broke)
-    return f"{label}: {word}{load_text(report, probe.load)} {verdict}"
+    again = f" (measured again after {probe.retries} the client limited)" if probe.retries else ""
+    return f"{label}: {word}{load_text(report, probe.load)} {verdict}{again}"
 
 
 def _shown(key: str, values: dict[str, float]) -> str:
@@ -139,20 +140,26 @@ def _spread(c: ConfigCapacity, load: float | None, metric: str, word: str) -> st
 
 
 def _paths(report: CapacityReport) -> list[str]:
-    """Each search as it went: ``1+ 2+ 4+ 8- 6+ 7- | 7+ 8-`` (+ held, - broke)."""
-    out = []
-    for c in report.configs:
-        steps = [p for p in c.probes if p.phase != "repeat"]
-        repeats = [p for p in c.probes if p.phase == "repeat"]
-        path = " ".join(_step(report, p) for p in steps)
-        if repeats:
-            path += " | repeats " + " ".join(_step(report, p) for p in repeats)
-        out.append(f"{c.label} searched: {path or 'nothing'}")
-    return out
+    """Each search as it went: ``1+ 2+ 4+ 8- 6+ 7- | repeats 6+ 7- 7- 6+`` (+ held, - broke)."""
+    return [f"{c.label} tried: {search_path(report, c) or 'nothing'}" for c in report.configs]
 
 
-def _step(report: CapacityReport, p: Probe) -> str:
-    return load_text(report, p.load) + ("+" if p.ok else "-")
+_GROUPS = {"bracket": "", "bisect": "", "repeat": "repeats ", "gallop": "moved "}
+
+
+def search_path(report: CapacityReport, c: ConfigCapacity) -> str:
+    """Every load in the order it was run; ``|`` where the search turned to the boundary's
+    repeats or moved on from a side whose runs disagreed."""
+    words: list[str] = []
+    group = ""
+    for p in c.probes:
+        name = _GROUPS.get(p.phase, p.phase + " ")
+        if words and name != group:
+            words.append("|")
+        words.append(("" if name == group else name) + load_text(report, p.load))
+        words[-1] += "+" if p.ok else "-"
+        group = name
+    return " ".join(words)
 
 
 def headline(report: CapacityReport, pick: ConfigCapacity) -> str:

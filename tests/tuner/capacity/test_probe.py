@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from objectives.endpoint import Endpoint
 from objectives.metrics import SLO
 from objectives.result import TierResult
 from objectives.workload import WorkloadSpec
 from tests.tuner.conftest import SMALL_SPACE
-from tuner.capacity.probe import capacity_slos, judge, probe_workload
+from tuner.capacity.probe import Prober, capacity_slos, judge, probe_workload
 from tuner.errors import SpaceError
 from tuner.export.capacity import CONCURRENCY, REQUEST_RATE
 from tuner.space.schema import Space
@@ -94,3 +96,41 @@ def test_a_probe_where_nothing_completed_ends_the_search() -> None:
     dead.failures = {"connection refused": 16}
     probe = judge(dead, 8, "bracket", [SLO(metric="p99_ttft_ms", max=1000)])
     assert not probe.ok and probe.fatal
+
+
+class Limited:
+    """run_benchmark's stand-in: the client limits the first ``limited`` runs."""
+
+    def __init__(self, limited: int) -> None:
+        self.limited = limited
+        self.rounds: list[int] = []
+
+    def __call__(self, endpoint: object, spec: object, slos: object, **kw: int) -> list[TierResult]:
+        self.rounds.append(kw["first_round"])
+        result = tier()
+        result.client_saturated = len(self.rounds) <= self.limited
+        return [result]
+
+
+def prober(tmp_path: Path) -> Prober:
+    w = workload(RANDOM, num_prompts=8)
+    return Prober(
+        Endpoint("m"), w, [SLO(metric="p99_ttft_ms", max=1000)], CONCURRENCY, 0, None, tmp_path
+    )
+
+
+def test_a_run_the_client_limited_is_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tuner.capacity.probe.run_benchmark", fake := Limited(1))
+    probe = prober(tmp_path)(4, "bracket")
+    assert probe.ok and probe.retries == 1 and fake.rounds == [0, 1]  # fresh content again
+
+
+def test_a_client_that_never_keeps_up_stops_the_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tuner.capacity.probe.run_benchmark", Limited(9))
+    probe = prober(tmp_path)(4, "bracket")
+    assert not probe.ok and probe.fatal and probe.client_limited and probe.retries == 2
+    assert "a faster client must measure this" in probe.broke[-1]

@@ -68,7 +68,7 @@ def test_an_engine_that_dies_stops_the_search_where_it_died() -> None:
         return Probe(load, load < 16, 1, phase, broke=["the engine died"], fatal=load >= 16)
 
     out = search(probe, users())
-    assert (out.held, out.broke) == (8, 16) and out.stopped and "stopped serving" in out.stopped
+    assert (out.held, out.broke) == (8, 16) and out.stopped == "stopped at 16: the engine died"
     settle(probe, out, users(), repeats=3)
     assert [p.load for p in out.probes] == [1, 2, 4, 8, 16]  # nothing measured a dead engine
 
@@ -99,6 +99,14 @@ def test_an_unlucky_run_above_the_boundary_moves_it_up() -> None:
     assert [p.load for p in out.probes if p.phase == "bisect"][-2:] == [38, 37]
     assert (out.held, out.broke) == (39, 40)
     assert out.runs(38) == (2, 3) and out.runs(39) == (3, 3) and out.runs(40) == (0, 3)
+
+
+def test_a_break_far_below_the_boundary_is_searched_past() -> None:
+    # One bad run at 2 (a busy machine) closed the bracket at 1; the truth is 20.
+    out = settled(probe := Threshold(20, flaky={2: {2, 3}}))
+    assert (out.held, out.broke) == (20, 21) and out.stopped is None
+    assert [p.load for p in out.probes if p.phase == "gallop"][:5] == [3, 4, 6, 10, 18]
+    assert out.runs(20)[0] >= 2 and out.runs(21)[0] <= 1 and len(probe.loads) < 40
 
 
 def test_noise_wider_than_the_walks_is_said() -> None:
