@@ -77,12 +77,15 @@ async def run_http(
     on_request: OnRequest | None = None,
     workers: int = 1,
     on_warmup: Callable[[float], None] | None = None,
+    *,
+    first_round: int = 0,
 ) -> None:
     """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``, and
     ``on_warmup`` the wall seconds of the warm-up when there is one.
 
     With ``workers > 1`` the measured requests go through that many client processes
-    (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process.
+    (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process. Tier
+    ``i`` sends content round ``first_round + i`` (see ``objectives.runner.run_benchmark``).
 
     Raises:
         LaunchError: (``HUNG``) the engine served nothing for a whole window while its
@@ -100,7 +103,7 @@ async def run_http(
         async with make_http_client(endpoint.base_url, timeout, key) as http:
             run = _HttpRun(http, workload, slos, pool, on_request)
             try:
-                await run.all_tiers(endpoint.model, on_tier, base_dir, on_warmup)
+                await run.all_tiers(endpoint.model, on_tier, base_dir, on_warmup, first_round)
             except EngineStalled as stall:
                 raise await hung(http, stall, run.where, workload.stall_floor_s) from None
     finally:
@@ -135,6 +138,7 @@ class _HttpRun:
         on_tier: Callable[[TierResult], None],
         base_dir: Path | None,
         on_warmup: Callable[[float], None] | None,
+        first_round: int,
     ) -> None:
         workload = self.workload
         started = time.monotonic()
@@ -142,7 +146,7 @@ class _HttpRun:
             on_warmup(time.monotonic() - started)
         for i, concurrency in enumerate(workload.tiers):
             self.where = f"c{concurrency}"
-            requests = build_requests(workload, base_dir, round=i)
+            requests = build_requests(workload, base_dir, round=first_round + i)
             records, lag, server = await _tier(
                 self.http, self.send, requests, model, workload, concurrency, self.on_request
             )

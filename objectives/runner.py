@@ -48,6 +48,7 @@ def run_benchmark(
     on_request: OnRequest | None = None,
     client_workers: int = 1,
     on_warmup: OnWarmup | None = None,
+    first_round: int = 0,
 ) -> list[TierResult]:
     """Measure every tier of ``workload`` against ``endpoint``; see the module docstring.
 
@@ -57,7 +58,9 @@ def run_benchmark(
     seconds the warm-up took (virtual ones against a virtual engine, which has no wall time
     of its own), when there is one. Over HTTP, token-id prompts
     are drawn inside the served model's vocabulary when the workload leaves ``vocab_size``
-    unset (``objectives.vocab.with_vocab``).
+    unset (``objectives.vocab.with_vocab``). Tier ``i`` sends the requests of content round
+    ``first_round + i``: a caller measuring one engine again and again (``tune capacity``)
+    moves it on, so no run hits the prefix-cache blocks an earlier one left behind.
     """
     results: list[TierResult] = []
     try:
@@ -66,7 +69,9 @@ def run_benchmark(
             warmed = _warm_virtual(endpoint.virtual, workload, base_dir)
             if warmed is not None and on_warmup is not None:
                 on_warmup(warmed)
-            _run_virtual(endpoint.virtual, workload, slos, collect, base_dir, on_request)
+            _run_virtual(
+                endpoint.virtual, workload, slos, collect, base_dir, on_request, first_round
+            )
         elif endpoint.base_url is not None:
             workload = with_vocab(workload, endpoint, base_dir)
             asyncio.run(
@@ -79,6 +84,7 @@ def run_benchmark(
                     on_request,
                     client_workers,
                     on_warmup,
+                    first_round=first_round,
                 )
             )
         else:
@@ -136,9 +142,10 @@ def _run_virtual(
     on_tier: OnTier,
     base_dir: Path | None,
     on_request: OnRequest | None,
+    first_round: int,
 ) -> None:
     for i, concurrency in enumerate(workload.tiers):
-        requests = build_requests(workload, base_dir, round=i)
+        requests = build_requests(workload, base_dir, round=first_round + i)
         before = engine.server_counters()
         records = engine.run(requests, concurrency, workload.request_rate, workload.burstiness)
         # End-of-tier gauge values say nothing of the tier: the run's own peaks stand in.

@@ -66,6 +66,18 @@ def test_prefix_counters_are_per_tier_deltas() -> None:
         assert r.server["num_preemptions"] == 0.0
 
 
+def test_first_round_moves_content_on_for_a_caller_that_measures_one_engine_again() -> None:
+    ds = {"kind": "prefix_repetition", "num_prefixes": 2, "prefix_len": 30, "repeats": 3}
+    spec = workload(dataset={**ds, "output_len": 4}, num_prompts=None, tiers=[4], warmup=0)
+    endpoint = Endpoint("m", virtual=PacedEngine())
+    (fresh,) = run_benchmark(endpoint, spec)
+    (again,) = run_benchmark(endpoint, spec)  # round 0 once more: every prefix is cached
+    (moved,) = run_benchmark(endpoint, spec, first_round=1)
+    assert fresh.server["prefix_cache_hit_rate"] == pytest.approx(4 / 6)
+    assert again.server["prefix_cache_hit_rate"] == pytest.approx(1.0)
+    assert moved.server["prefix_cache_hit_rate"] == pytest.approx(4 / 6)
+
+
 def test_open_loop_rate_is_passed_and_recorded() -> None:
     engine = PacedEngine()
     (r,) = run_benchmark(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tuner.cli import (  # noqa: F401
     bench,
+    capacity,
     cleanup,
     dashboard,
     export,

@@ -3,6 +3,8 @@
 Writes into the study's results folder (or ``out_dir``): ``recipe.yaml``, ``commands.md``,
 ``trials.csv``, ``pareto_c<N>.csv`` and ``report.html``. The same storage always gives the same
 bytes, so exporting again is harmless; every file is scanned for secret values before it stays.
+The study folder's ``capacity.json`` (``tune capacity``), when present, joins the recipe and
+the report.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.export.build import Export, build_export
+from tuner.export.capacity import read_capacity
 from tuner.export.commands import commands_markdown
 from tuner.export.data import load_study_data
 from tuner.export.recipe import recipe_yaml
@@ -39,7 +42,8 @@ def export_study(
 ) -> ExportResult:
     """Export study ``name`` (found in ``storage``, else ``results_dir/<name>/study.db``)."""
     with _quiet_optuna():
-        export = build_export(load_study_data(name, storage, results_dir))
+        data = load_study_data(name, storage, results_dir)
+        export = build_export(data, read_capacity(results_dir / name))
     out = out_dir or results_dir / name
     files = {
         "recipe.yaml": recipe_yaml(export),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.export.capacity import CapacityReport
 from tuner.export.configs import LaunchConfig, collect_secrets, launch_config
 from tuner.export.data import StudyData
 from tuner.export.eligible import Policy
@@ -44,12 +45,13 @@ class Export:
     baseline: LaunchConfig | None
     redactor: Redactor
     failures: list[Failure] = field(default_factory=list)
+    capacity: CapacityReport | None = None  # capacity.json, when tune capacity has run
 
     def failure_counts(self) -> dict[str, int]:
         return dict(Counter(f.kind for f in self.failures).most_common())
 
 
-def build_export(data: StudyData) -> Export:
+def build_export(data: StudyData, capacity: CapacityReport | None = None) -> Export:
     redactor = Redactor()
     collect_secrets(data.space, redactor)
     by_number = {t.number: t for t in data.trials}
@@ -63,7 +65,7 @@ def build_export(data: StudyData) -> Export:
         out.append(TierExport(tier, launch, tier_importance(tier, data.trials, data.objective)))
     base = next((t for t in data.trials if TrialRecord.of(t).baseline), None)
     baseline = launch_config(data.space, base, redactor) if base is not None else None
-    return Export(data, out, baseline, redactor, failures(data.trials, redactor))
+    return Export(data, out, baseline, redactor, failures(data.trials, redactor), capacity)
 
 
 def failures(trials: list[FrozenTrial], redactor: Redactor) -> list[Failure]:

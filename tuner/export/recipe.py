@@ -7,7 +7,8 @@ measured for it beside the baseline's. ``tp`` is the tensor-parallel size (absen
 launch sets none) and ``json_args`` maps each JSON-valued flag to its object (see
 ``recipe_args``). ``vllm serve <model> <args> --tensor-parallel-size <tp> <json_args>`` with the
 preset env and point env is exactly the launch the tier's trial measured, but bound to
-``engine.serve_host`` for deployment.
+``engine.serve_host`` for deployment. A point whose config ``tune capacity`` measured also says
+how many users one replica serves within the SLOs, beside the defaults' count (``capacity``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import yaml
 
 from tuner.export.build import Export, TierExport
+from tuner.export.capacity import CapacityReport, point_capacity
 from tuner.export.configs import LaunchConfig, split_shared
 from tuner.export.docker_run import image_of
 from tuner.export.recipe_args import launch_args, recipe_args
@@ -59,7 +61,8 @@ def _preset(export: Export) -> dict[str, Any]:
         "points": {},
     }
     for i, t in enumerate(ready):
-        preset["points"][f"c{t.concurrency}"] = _point(t, split.point_args[i], split.point_env[i])
+        point = _point(t, split.point_args[i], split.point_env[i])
+        preset["points"][f"c{t.concurrency}"] = _with_capacity(point, export.capacity)
     missing = [f"c{t.concurrency}" for t in export.tiers if t.launch is None]
     if missing:
         preset["no_feasible_config"] = missing
@@ -93,6 +96,12 @@ def _point(t: TierExport, args: list[str], env: dict[str, str]) -> dict[str, Any
     point["gain"] = None if t.tier.gain is None else round(t.tier.gain, 4)
     point["verified"] = t.launch.verified
     return point
+
+
+def _with_capacity(point: dict[str, Any], capacity: CapacityReport | None) -> dict[str, Any]:
+    # Matched on the parameters: a capacity measured for an earlier pick is left out.
+    found = point_capacity(capacity, point["params"])
+    return {**point, "capacity": found} if found is not None else point
 
 
 def _rounded(figures: dict[str, float | int]) -> dict[str, float | int]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from objectives.tails import tail_note
 from tuner.export.build import Export, TierExport
+from tuner.export.capacity_html import capacity_section
 from tuner.export.commands import serve_command
 from tuner.export.docker_run import image_of
 from tuner.export.plots import bars_html, pareto_svg
@@ -94,6 +95,7 @@ def report_html(export: Export) -> str:
         "<p>Ready-to-paste <code>vllm serve</code> and <code>docker run</code> commands per "
         "tier: <code>commands.md</code>; the same configs as a recipe preset: "
         "<code>recipe.yaml</code>.</p>",
+        capacity_section(export),
         _space(export),
         *(_tier(t, export) for t in export.tiers),
         _failures(export),

@@ -1,10 +1,13 @@
-"""What ``tune show`` prints, rebuilt from the Optuna storage alone (no space file needed)."""
+"""What ``tune show`` prints, rebuilt from the Optuna storage alone (no space file needed), and
+the study folder's ``capacity.json`` when ``tune capacity`` has written one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from objectives.objective import get_objective
+from tuner.export.capacity import read_capacity
+from tuner.export.capacity_text import capacity_text
 from tuner.export.data import space_from_text
 from tuner.export.eligible import Policy
 from tuner.export.hours import StudyHours, clock_words, span, startup_words, study_hours
@@ -33,7 +36,9 @@ def show_study(name: str, storage: str | None, results_dir: Path) -> str:
         f"({feasible} feasible, {len(trials) - len(complete)} failed or unfinished)"
     )
     hours = study_hours(trials, record.tiers, record.target_kind == "sim")
-    return head + "\n\n" + format_recommendations(recs, objective) + "\n\n" + hours_text(hours)
+    text = head + "\n\n" + format_recommendations(recs, objective) + "\n\n" + hours_text(hours)
+    capacity = read_capacity(results_dir / name)
+    return text if capacity is None else text + "\n\n" + capacity_text(capacity, paths=False)
 
 
 def hours_text(h: StudyHours) -> str:

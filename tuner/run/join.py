@@ -94,7 +94,7 @@ def _context(opts: WorkerOptions, storage: ResilientStorage) -> StudyContext:
     space, objective, launcher = opts.space, opts.objective, opts.launcher
     if space is None:
         record = _existing_record(opts.study, storage)
-        space = _space_file(opts, record)
+        space = recorded_space(opts.results_dir, opts.study, record)
         objective = objective or record.objective
         launcher = launcher or record.target_kind
     run = RunOptions(
@@ -123,7 +123,7 @@ def _existing_record(name: str, storage: ResilientStorage) -> StudyRecord:
     return record
 
 
-def _space_file(opts: WorkerOptions, record: StudyRecord) -> Path:
+def recorded_space(results_dir: Path, study: str, record: StudyRecord) -> Path:
     """The space the study recorded: its original file if this node has it unchanged (so
     relative dataset paths resolve as they did, and its secrets are at hand), else a copy in
     the results folder, whose secrets are read from this node's environment."""
@@ -131,7 +131,7 @@ def _space_file(opts: WorkerOptions, record: StudyRecord) -> Path:
     text = str(record.space_yaml)
     if recorded.is_file() and stored_space_text(recorded.read_text()) == text:
         return recorded
-    copy = opts.results_dir / opts.study / "space.yaml"
+    copy = results_dir / study / "space.yaml"
     write_atomic(copy, text)
     return copy
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from launchers import Endpoint, Launcher, launcher_class
+from launchers import Launcher, launcher_class
+from objectives.endpoint import Endpoint
 from objectives.metrics import SLO, merge_failures
 from objectives.objective import Objective
 from objectives.result import TierResult
@@ -77,9 +79,7 @@ class TrialRunner:
             times.warmup_s = seconds
 
         try:
-            # The note outlives the launcher's stop, so a kill at any point leaves it behind.
-            with noted_engines(trial_dir) as note, self.launcher_cls(self.settings) as launcher:
-                endpoint = self._ready(launcher, config, trial_dir, times, note.take)
+            with self.serving(config, trial_dir, times) as endpoint:
                 workload, slos = self.space.workload, self.space.slos
                 run_benchmark(endpoint, workload, slos, keep, self.base_dir, on_warmup=warmed)
         except LaunchError as err:
@@ -87,6 +87,18 @@ class TrialRunner:
                 raise InfraError(f"{err.kind.value}: {err}") from err
             return self._failed(err, results)
         return self.outcome(results)
+
+    @contextmanager
+    def serving(
+        self, config: EngineConfig, run_dir: Path, times: TrialTimes | None = None
+    ) -> Iterator[Endpoint]:
+        """The config's engine, launched and ready, stopped however the block ends: one launch
+        that a trial measures every tier on (and ``tune capacity`` every probe). ``times``
+        gets its start-up, however the start ends."""
+        times = times if times is not None else TrialTimes()
+        # The note outlives the launcher's stop, so a kill at any point leaves it behind.
+        with noted_engines(run_dir) as note, self.launcher_cls(self.settings) as launcher:
+            yield self._ready(launcher, config, run_dir, times, note.take)
 
     def _ready(
         self,
