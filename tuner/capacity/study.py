@@ -12,6 +12,7 @@ the report show it.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -170,7 +171,7 @@ class Session:
 
     def measure(self, config: ConfigCapacity) -> None:
         """One launch of ``config``: the search, then the boundary settled, into ``config``."""
-        slug = config.label.replace(" ", "").replace(",", "-").strip("()") or "defaults"
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", config.label).strip("-") or "defaults"
         labels = {"study": self.ctx.name, "trial": f"capacity-{slug}"}
         engine = render_engine_config(self.ctx.space, config.params, labels=labels)
         run_dir = self.ctx.paths.root / "capacity" / slug

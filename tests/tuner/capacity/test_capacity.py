@@ -62,7 +62,9 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Measured]:
 
 def test_each_config_is_launched_once_for_its_whole_search(measured: Measured) -> None:
     configs = measured.report.configs
-    assert [c.label for c in configs] == ["c1,c4", "defaults"]
+    # A pick that beats the defaults, then the defaults (named with the tiers they win, if any).
+    assert len(configs) == 2 and "defaults" not in configs[0].label
+    assert configs[1].label.endswith("defaults") or configs[1].label.endswith("(defaults)")
     assert measured.starts == [c.params for c in configs]
     assert all(c.launches == 1 and len(c.probes) > 5 for c in configs)
 
@@ -81,9 +83,9 @@ def test_the_answer_holds_the_slo_and_one_more_user_breaks_it(measured: Measured
 
 
 def test_every_run_is_on_disk_beside_the_engine_log(measured: Measured) -> None:
-    runs = measured.results / "small" / "capacity" / "c1-c4"
-    assert (runs / "engine.log").is_file() and (runs / "engine.json").is_file()
     pick = measured.report.configs[0]
+    runs = measured.results / "small" / "capacity" / pick.label.replace(",", "-")  # c1-c4
+    assert (runs / "engine.log").is_file() and (runs / "engine.json").is_file()
     files = sorted(runs.glob("probe*.json"))
     assert len(files) == len(pick.probes)
     last = json.loads(files[-1].read_text())
@@ -100,7 +102,7 @@ def test_the_recipe_the_report_and_show_read_it_back(measured: Measured) -> None
     assert read_capacity(study) == measured.report
     pick, base = measured.report.configs
     recipe = yaml.safe_load((study / "recipe.yaml").read_text())
-    point = recipe["presets"]["small"]["points"]["c4"]["capacity"]
+    point = recipe["presets"]["small"]["points"][f"c{pick.tiers[-1]}"]["capacity"]
     assert point["users_per_replica"] == pick.capacity and point["baseline"] == base.capacity
     assert point["breaks_at"] == pick.capacity + 1  # type: ignore[operator]
     html = (study / "report.html").read_text()
@@ -128,10 +130,10 @@ def test_the_cli_prints_the_answer_and_replicas(
     assert main(argv) == 0
     out = capsys.readouterr()
     pick, base = read_capacity(results / "small").configs  # type: ignore[union-attr]
-    assert f"c1,c4 pick (trial {pick.trial}): c={pick.capacity} users per replica" in out.out
+    assert f"{pick.label} pick (trial {pick.trial}): c={pick.capacity} users per replica" in out.out
     need = (replicas(100, pick.capacity), replicas(100, base.capacity))
-    assert f"replicas for 100 users: c1,c4 {need[0]}, defaults {need[1]}" in out.out
-    assert "defaults: c=1 held" in out.err  # progress goes to stderr
+    assert f"replicas for 100 users: {pick.label} {need[0]}, {base.label} {need[1]}" in out.out
+    assert f"{base.label}: c=1 held" in out.err  # progress goes to stderr
 
 
 def test_a_request_rate_search_brackets_the_rate(measured: Measured, tmp_path: Path) -> None:
