@@ -12,9 +12,10 @@ The contract every sampler of ``SAMPLERS`` keeps, checked on each by one contrac
   rules forbid, nor one already measured; Optuna's own samplers may, and the run loop answers
   those without a launch (a rule refusal is free, a repeat reuses the measured launch).
 
-One module per sampler of ours: ``additive`` (per-tier Bayesian search, with ``surrogate`` and
-``failure_model``), ``tiered`` (one tier per trial around any Optuna sampler), ``grid`` (a
-nested-loop walk); ``registry`` maps names to factories.
+One module per sampler of ours: ``additive`` (per-tier Bayesian search, with ``surrogate``,
+``observed``, what its models learn from, and ``failure_model``), ``tiered`` (one tier per
+trial around any Optuna sampler), ``grid`` (a nested-loop walk); ``registry`` maps names to
+factories.
 """
 
 from tuner.samplers.registry import (

@@ -40,7 +40,6 @@ knobs are the search space), and configs the space's rules forbid not at all.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -49,11 +48,10 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import RandomSampler
 from optuna.search_space import IntersectionSearchSpace
-from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.record.trial import TrialRecord
 from tuner.samplers.failure_model import FailureModel, Ingredients
+from tuner.samplers.observed import Observed
 from tuner.samplers.surrogate import (
     BayesLinear,
     Encoder,
@@ -218,80 +216,6 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         return out
 
 
-class Observed:
-    """The finished trials as the models see them, for one target tier: ``ok_at`` holds, per
-    trial and tier, whether that value is one to learn from (``tiers`` names the tiers' keys in
-    the trials' ``tier_ok`` user attr); ``ok`` is the target tier's column."""
-
-    def __init__(
-        self,
-        trials: Sequence[FrozenTrial],
-        directions: Sequence[StudyDirection],
-        tier: int,
-        tiers: Sequence[int] | None = None,
-    ) -> None:
-        self.trials, self.directions, self.tier = list(trials), list(directions), tier
-        self.ok_at = np.array(
-            [_ok_at(t, len(self.directions), tiers) for t in self.trials], dtype=bool
-        ).reshape(len(self.trials), len(self.directions))
-        self.ok = self.ok_at[:, tier]
-        self.y = np.full(self.ok_at.shape, np.nan)
-        for i, direction in enumerate(self.directions):
-            rows = self.ok_at[:, i]
-            values = [self.trials[j].values[i] for j in np.flatnonzero(rows)]
-            self.y[rows, i] = objective_targets(values, direction)
-
-    def best(self, k: int) -> list[FrozenTrial]:
-        """The ``k`` best trials feasible at the target tier."""
-        good = np.flatnonzero(self.ok)
-        order = good[np.argsort(self.y[good, self.tier])]
-        return [self.trials[j] for j in order[:k]]
-
-    def stale(self) -> int:
-        """Trials finished since the target tier's best feasible one (0 before any): how long
-        the search has gone without improving this tier."""
-        good = np.flatnonzero(self.ok)
-        if not len(good):
-            return 0
-        return len(self.trials) - 1 - int(good[np.argmin(self.y[good, self.tier])])
-
-    def design(self, main: np.ndarray, pairs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """Feature blocks and targets: one row per (trial, tier it was feasible at), each
-        tier's targets centred; the target tier's rows also fill its own copy of the blocks."""
-        if len(self.directions) == 1:
-            return [main[self.ok], pairs[self.ok]], self.y[self.ok, 0]
-        tier, trial = np.nonzero(self.ok_at.T)
-        counts = np.maximum(self.ok_at.sum(axis=0), 1)
-        centred = self.y - np.nansum(self.y, axis=0) / counts
-        mine = (tier == self.tier)[:, None]
-        rows_main, rows_pairs = main[trial], pairs[trial]
-        blocks = [rows_main, rows_pairs, rows_main * mine, rows_pairs * mine]
-        return blocks, centred[trial, tier]
-
-
-def _ok_at(t: FrozenTrial, n: int, tiers: Sequence[int] | None) -> list[bool]:
-    """Per tier, whether the trial's value there is one to learn from: finite, and feasible
-    at that tier (its own SLOs met, every request served) when the trial says so per tier,
-    else feasible as a whole."""
-    finite = [_finite(v) for v in (t.values or [None] * n)]
-    r = TrialRecord.of(t)
-    if tiers is not None and r.tier_ok and len(tiers) == n:
-        return [f and r.feasible_at(c) for f, c in zip(finite, tiers, strict=True)]
-    whole = _feasible(t) and all(finite)
-    return [whole] * n
-
-
-def objective_targets(
-    values: Sequence[float] | np.ndarray, direction: StudyDirection
-) -> np.ndarray:
-    """What the objective model fits, lower is better: the log of the value when all values
-    are positive (step-time factors multiply), sign-flipped when maximising."""
-    y = np.asarray(values, dtype=float)
-    if np.all(y > 0):
-        y = np.log(y)
-    return y if direction == StudyDirection.MINIMIZE else -y
-
-
 def knob_values(dist: BaseDistribution, done: Sequence[FrozenTrial], name: str) -> list[Any]:
     """The values a knob's candidates take: every choice, every int of a short range, or a
     (log) grid over a wide one plus the values already tried."""
@@ -348,14 +272,6 @@ def trust_region(dist: np.ndarray | None, safe: np.ndarray) -> np.ndarray:
 def neighbours(point: dict[str, Any], values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Every config one knob away from ``point``."""
     return [{**point, n: v} for n, vs in values.items() for v in vs if v != point[n]]
-
-
-def _feasible(t: FrozenTrial) -> bool:
-    return all(v <= 0 for v in t.constraints.values())
-
-
-def _finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
 
 
 def _key(params: Mapping[str, Any], space: Mapping[str, BaseDistribution]) -> tuple[Any, ...]:
