@@ -32,6 +32,13 @@ A trial that missed one tier's SLO (TTFT at c20, say) still teaches the tiers it
 at, when it records feasibility per tier (its record's ``tier_ok``, which ``tune run`` sets):
 it is a row of those tiers' objective data and a failure only for the tiers it failed.
 
+A warm start (``tune run --warm-start``) gives the sampler an earlier study's measurements as
+its prior (``tuner.samplers.prior``): the objective fit becomes "the earlier engine's fit,
+weighted by what this engine's own launches say it is worth, plus a difference", so configs
+the earlier engine measured good rank high before this one has launched them. Nothing else
+reads the prior: the best configs, trust regions, staleness, failure models and the early
+launch of every kernel are this study's own.
+
 Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
 plus the one-knob neighbours of every measured config; configs already measured or running are
 not proposed again (from the first proposal on: before any trial has finished, the running trials'
@@ -52,6 +59,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from tuner.samplers.failure_model import FailureModel, Ingredients
 from tuner.samplers.observed import Observed
+from tuner.samplers.prior import Features, Hyper, Prior, PriorFit, fit_with_prior
 from tuner.samplers.surrogate import (
     BayesLinear,
     Encoder,
@@ -82,6 +90,7 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         allowed: Allowed | None = None,
         tiers: Sequence[int] | None = None,
         unordered: frozenset[str] = frozenset(),
+        prior: Prior | None = None,
     ) -> None:
         self.tiers = list(tiers) if tiers is not None else None
         self.unordered = unordered  # knobs whose numeric choices are not in the knob's order
@@ -89,7 +98,10 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         self.allowed = allowed or (lambda point: True)
         self.fallback = RandomSampler(seed=seed)
         self.space = IntersectionSearchSpace()
-        self._fits: dict[int, tuple[int, tuple[list[float], float]]] = {}
+        # per tier: the own measurements when the earlier study's weight and the prior scales
+        # were chosen, and that choice
+        self._fits: dict[int, tuple[int, tuple[float, Hyper]]] = {}
+        self.prior = PriorFit(prior) if prior is not None else None  # a warm start's
 
     def reseed_rng(self) -> None:
         self.rng = np.random.default_rng()
@@ -176,15 +188,36 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
             if data.ok.all():
                 return int(self.rng.choice(np.flatnonzero(region)))
             return least_risky  # under a draw of where configs work
-        model = BayesLinear(*data.design(main, pairs), hyper=self._hyper(data))
-        self._fits[data.tier] = (int(data.ok.sum()), model.hyper)
-        blocks = [*cand, *cand] if len(data.directions) > 1 else cand
-        if dist is None:  # optimism in the face of uncertainty: values never tried get their turn
-            score = model.predict(blocks, model.mean) - OPTIMISM * model.sd(blocks)
-        else:
-            score = model.predict(blocks, model.draw(self.rng))
+        score = self._score(enc, data, [main, pairs], cand, thompson=dist is not None)
         allowed = safe & region
         return int(np.argmin(np.where(allowed, score, np.inf))) if allowed.any() else least_risky
+
+    def _score(
+        self, enc: Encoder, data: Observed, trials: Features, cand: Features, thompson: bool
+    ) -> np.ndarray:
+        """Each candidate's value at the target tier as the move sees it, lower is better: a
+        posterior draw (Thompson), or the mean less ``OPTIMISM`` sd, so that values never tried
+        get their turn; with a warm start's prior, its fit's share added (``prior``)."""
+        blocks, y = data.design(*trials)
+        offset, ahead = self._prior_offsets(enc, data, trials, cand)
+        model, weight = fit_with_prior(blocks, y, offset, self._hyper(data))
+        self._fits[data.tier] = (int(data.ok.sum()), (weight, model.hyper))
+        rows = [*cand, *cand] if len(data.directions) > 1 else cand
+        if thompson:
+            score = model.predict(rows, model.draw(self.rng))
+        else:
+            score = model.predict(rows, model.mean) - OPTIMISM * model.sd(rows)
+        return score + weight * ahead
+
+    def _prior_offsets(
+        self, enc: Encoder, data: Observed, trials: Features, cand: Features
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The earlier study's fit at the design's rows and at the candidates (zeros without
+        a warm start)."""
+        if self.prior is None:
+            return np.zeros(len(data.rows()[0])), np.zeros(len(cand[0]))
+        at_rows = self.prior.at_rows(enc, data.directions, trials, data.rows())
+        return at_rows, self.prior.predict(enc, data.directions, data.tier, cand)
 
     def _drawn_risk(self, enc: Encoder, data: Observed, pool: list[dict[str, Any]]) -> np.ndarray:
         """Failure of each candidate under a posterior draw of the noisy-OR model
@@ -196,9 +229,10 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         blame = FailureModel(ing, ing.ids([t.params for t in data.trials]), ~data.ok)
         return blame.risk(ing.ids(pool), blame.draw(self.rng))
 
-    def _hyper(self, data: Observed) -> tuple[list[float], float] | None:
-        """The tier's last prior scales and noise, until a quarter more data (at least 3 trials)
-        call for choosing them again: the choice costs far more than the fit."""
+    def _hyper(self, data: Observed) -> tuple[float, Hyper] | None:
+        """The tier's last choice of the earlier study's weight, prior scales and noise, until
+        a quarter more data (at least 3 trials) call for choosing again: the choice costs far
+        more than the fit."""
         n, hyper = self._fits.get(data.tier, (0, None))
         return hyper if data.ok.sum() < n + max(3, n // 4) else None
 
