@@ -39,6 +39,7 @@ from tuner.record.trial import (
 from tuner.run.context import StudyContext
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
+from tuner.run.warm import queue_picks
 from tuner.space import render_engine_config
 from tuner.space.sample import rules_violation, suggest, violated_rules
 from tuner.storage.results import staged_dir, write_atomic, write_json
@@ -192,6 +193,8 @@ def progress_line(trial: FrozenTrial, ctx: StudyContext, study: optuna.Study) ->
         head += " baseline"
     if r.confirm_of is not None:
         head += f" confirms {r.confirm_of}"
+    if r.warm_from is not None:
+        head += f" {r.warm_from.get('study')}'s pick (its trial {r.warm_from.get('trial')})"
     if not r.complete:
         return f"{head} {trial.state.name}: {r.failure or 'infrastructure fault'}"
     if not r.feasible:
@@ -232,10 +235,13 @@ def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendat
 
 
 def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
-    """Baseline first on a new study; configs of interrupted trials again on a resumed one."""
+    """Baseline first on a new study, then a warm start's picks; configs of interrupted trials
+    again on a resumed one."""
     trials = study.get_trials(deepcopy=False)
     if not trials:
         study.enqueue_trial(ctx.space.defaults(), user_attrs=baseline_attrs())
+        if ctx.warm is not None:
+            queue_picks(study, ctx.warm)
         return
     records = [TrialRecord.of(t) for t in trials]
     requeued = {r.requeued_from for r in records}
