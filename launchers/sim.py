@@ -21,12 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from pydantic import Field, field_validator
+import yaml
+from pydantic import Field, ValidationError, field_validator
 
 from launchers import register
 from launchers._base import Endpoint, Launcher, LauncherSettings, Startup
 from launchers.simengine import EngineRefused, SimEngine, load_profile, profile_names
 from launchers.simengine.config import resolve
+from launchers.simengine.profile import Profile
 from launchers.simengine.startup import weights_load_s
 from objectives.records import BenchRequest, RequestRecord
 from tuner.engine import EngineConfig
@@ -37,6 +39,12 @@ class SimSettings(LauncherSettings):
     """``target:`` settings of a space whose engine is simulated."""
 
     profile: str = Field("h200x4", description="Hardware profile: h200x4 or 910c")
+    profile_file: Path | None = Field(
+        None,
+        description="A profile YAML of one's own in place of the named one (every field of a "
+        "shipped profile, e.g. a copy of h200x4 with other kernel efficiencies: a neighbouring "
+        "model, another engine release); absolute, or relative to the working directory",
+    )
     seed: int = Field(0, description="Base seed of run-to-run noise (mixed with the trial label)")
     startup_s: float | None = Field(
         None,
@@ -70,6 +78,22 @@ class SimSettings(LauncherSettings):
         if name not in valid:
             raise ValueError(f"unknown sim profile {name!r}; valid profiles: {', '.join(valid)}")
         return name
+
+    @field_validator("profile_file")
+    @classmethod
+    def _readable_profile(cls, path: Path | None) -> Path | None:
+        if path is not None:
+            read_profile(path)  # a bad file is refused with the space, not once per trial
+        return path
+
+
+def read_profile(path: Path) -> Profile:
+    """The profile a YAML file holds, named after the file (``ValueError`` when it is none)."""
+    try:
+        return Profile(name=path.stem, **yaml.safe_load(path.read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError, TypeError, ValidationError) as err:
+        first = str(err).splitlines()[0]
+        raise ValueError(f"sim profile_file {path}: not a profile ({first})") from None
 
 
 def launch_seed(seed: int, trial: str) -> int:
@@ -107,7 +131,8 @@ class SimLauncher(Launcher):
         self._lines = []
         self._model = config.model
         seed = launch_seed(s.seed, config.labels.get("trial", "0"))
-        self._write(f"launch: {config.shell_command()} (sim profile {s.profile}, seed {seed})")
+        shown = s.profile_file or s.profile
+        self._write(f"launch: {config.shell_command()} (sim profile {shown}, seed {seed})")
         self._startup_s = 0.0  # a refusal of its flags comes before anything loads
         try:
             self._engine = self._build(config, seed, trial_dir)
@@ -115,7 +140,7 @@ class SimLauncher(Launcher):
             self._write(f"ERROR {err}")
             self._error = LaunchError(str(err), err.kind, "\n".join(self._lines[-20:]))
             raise self._error from err
-        except ValueError as err:  # an unknown profile name
+        except ValueError as err:  # an unknown profile name, a profile file gone bad
             raise LaunchError(str(err), FailureKind.INFRA) from err
         engine_s = self._engine.startup_s
         self._startup_s = engine_s if s.startup_s is None else s.startup_s
@@ -123,7 +148,7 @@ class SimLauncher(Launcher):
 
     def _build(self, config: EngineConfig, seed: int, trial_dir: Path) -> SimEngine:
         s = self._settings
-        profile = load_profile(s.profile)
+        profile = read_profile(s.profile_file) if s.profile_file else load_profile(s.profile)
         cfg = resolve(config.args, config.env, profile)
         # A memory refusal comes once the weights are loaded, as vLLM sizes its KV cache then.
         self._startup_s = weights_load_s(profile, cfg)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from launchers import launcher_class
 from launchers.sim import SimLauncher, SimSettings
+from launchers.simengine.profile import PROFILE_DIR
 from objectives.records import BenchRequest
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError
@@ -119,3 +121,25 @@ def test_a_refusal_costs_what_vllm_spent_before_it(tmp_path: Path) -> None:
     memory = _startup(SimSettings(), tmp_path / "b" / "0", "--gpu-memory-utilization", "0.45")
     assert flags[0] == 0.0  # argparse and config checks: before anything loads
     assert memory[0] == 53.0  # the KV cache is sized once the weights are in
+
+
+def test_a_profile_file_of_ones_own_replaces_the_named_profile(tmp_path: Path) -> None:
+    """A copy of h200x4 with slower HBM serves the same launch with a longer TPOT: what a
+    neighbouring deployment (or a warm start's earlier engine) looks like to a study."""
+    data = yaml.safe_load((PROFILE_DIR / "h200x4.yaml").read_text())
+    data["hardware"]["hbm_tbs"] = 1.6
+    slow = tmp_path / "h200x4_slow_hbm.yaml"
+    slow.write_text(yaml.safe_dump(data))
+    shipped = _tpots(SimSettings(seed=7), "1", tmp_path / "a")
+    own = _tpots(SimSettings(seed=7, profile_file=slow), "1", tmp_path / "b")
+    assert sum(own) > 1.1 * sum(shipped)
+    assert "h200x4_slow_hbm.yaml" in (tmp_path / "b" / "1" / "engine.log").read_text()
+
+
+def test_a_profile_file_that_is_no_profile_is_refused_with_the_settings(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("hardware: {platform: cuda}\n")
+    with pytest.raises(ValueError, match=r"bad\.yaml: not a profile"):
+        SimSettings(profile_file=bad)
+    with pytest.raises(ValueError, match="not a profile"):
+        SimSettings(profile_file=tmp_path / "missing.yaml")

@@ -46,6 +46,15 @@ def run(
     sampler: str = typer.Option(
         DEFAULT_SAMPLER, "--sampler", help=f"Optuna sampler: {', '.join(SAMPLERS)}."
     ),
+    warm_start: str = typer.Option(
+        None,
+        "--warm-start",
+        help="Seed a new study from an earlier one: its picks first, its measurements the "
+        "sampler's prior.",
+    ),
+    warm_start_storage: str = typer.Option(
+        None, "--warm-start-storage", help="Where --warm-start's study is (default: --storage)."
+    ),
 ) -> None:
     """Run or resume a tuning study; prints the recommended config per concurrency tier."""
     opts = RunOptions(
@@ -60,6 +69,8 @@ def run(
         parallel=SlotRequest(gpus, npus, slots, devices_per_trial),
         confirm=confirm,
         sampler=sampler,
+        warm_start=warm_start,
+        warm_start_storage=warm_start_storage,
     )
     summary = run_study(opts, report=lambda line: typer.echo(line))
     typer.echo("")

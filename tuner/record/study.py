@@ -1,8 +1,9 @@
 """The study record: what a study stores about itself, written and read back here only.
 
 ``tune run`` records the space it was created from (its text, path and digest), the objective,
-the tiers and the target, so that ``tune show``, ``tune export`` and a joining ``tune worker``
-need nothing but the storage. The trial budget shared by every worker is stored here too.
+the tiers, the target and the earlier study it was warm-started from, if any, so that
+``tune show``, ``tune export`` and a joining ``tune worker`` need nothing but the storage. The
+trial budget shared by every worker is stored here too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class StudyRecord:
     engine: dict[str, Any] | None
     created: float | None
     trade_off: list[str] | None = None  # objectives each tier's front trades the objective against
+    # the earlier study whose picks were queued first and whose measurements are the sampler's
+    # prior: {"study": name, "storage": its URL without password, None for the results folder}
+    warm_start: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, attrs: Mapping[str, Any]) -> StudyRecord:
@@ -46,6 +50,7 @@ class StudyRecord:
             engine=attrs.get("engine"),
             created=attrs.get("created"),
             trade_off=attrs.get("trade_off"),
+            warm_start=attrs.get("warm_start"),
         )
 
     @classmethod

@@ -30,6 +30,7 @@ _TIERS, _FEASIBLE, _TIER_OK = "tiers", "feasible", "tier_ok"
 _FAILURE, _FAILURE_KIND, _INTERRUPTED = "failure", "failure_kind", "interrupted"
 _BASELINE, _CONFIRM_OF, _DUPLICATE_OF = "baseline", "confirm_of", "duplicate_of"
 _REQUEUED_FROM, _REQUEUE_REASON = "requeued_from", "requeue_reason"
+_WARM_FROM = "warm_start_from"  # a warm start's queued pick: {"study": name, "trial": number}
 # The launch a config renders to, set once its params are all written and before any launch:
 # it identifies twins, and tells a lost trial's config from a fragment of a proposal.
 _FINGERPRINT, _COMMAND = "fingerprint", "engine_command"
@@ -85,6 +86,7 @@ class TrialRecord:
     fingerprint: str | None
     engine_command: str | None
     times: TrialTimes | None  # None: nothing launched (a rule, a repeat) or an older study
+    warm_from: dict[str, Any] | None = None  # the earlier study's trial this config was its pick
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRecord:
@@ -106,6 +108,7 @@ class TrialRecord:
             fingerprint=a.get(_FINGERPRINT),
             engine_command=a.get(_COMMAND),
             times=TrialTimes.of(a.get(_TIMES)),
+            warm_from=a.get(_WARM_FROM),
         )
 
     @property
@@ -237,6 +240,11 @@ def baseline_attrs() -> dict[str, Any]:
     return {_BASELINE: True}
 
 
+def warm_attrs(study: str, trial: int) -> dict[str, Any]:
+    """The user attrs of a warm start's queued config: the pick of ``study``'s ``trial``."""
+    return {_WARM_FROM: {"study": study, "trial": trial}}
+
+
 def confirm_attrs(root: int) -> dict[str, Any]:
     """The user attrs of a confirmation trial: a fresh launch of trial ``root``'s config."""
     return {_CONFIRM_OF: root}
@@ -252,6 +260,8 @@ def requeue_attrs(trial: FrozenTrial, reason: str | None = None) -> dict[str, An
         attrs[_BASELINE] = True
     if rec.confirm_of is not None:
         attrs[_CONFIRM_OF] = rec.confirm_of
+    if rec.warm_from is not None:
+        attrs[_WARM_FROM] = rec.warm_from
     return attrs
 
 

@@ -22,6 +22,7 @@ from tuner.record.study import StudyRecord, write_trade_off
 from tuner.run.preflight import check_engine
 from tuner.run.slots import SlotRequest
 from tuner.run.trial import TrialRunner
+from tuner.run.warm import WarmStart, load_warm_start
 from tuner.samplers.registry import DEFAULT_SAMPLER, check_sampler, make_sampler
 from tuner.space import Space, load_space
 from tuner.space.render import api_key
@@ -46,6 +47,8 @@ class RunOptions:
     parallel: SlotRequest = field(default_factory=SlotRequest)  # --gpus/--npus/--slots
     confirm: int | None = None  # leading configs per tier launched again (None: the default)
     sampler: str | None = None
+    warm_start: str | None = None  # an earlier study to seed a new one from
+    warm_start_storage: str | None = None  # where it is (default: --storage, else results/)
 
 
 @dataclass
@@ -65,6 +68,7 @@ class StudyContext:
     sampler: str = DEFAULT_SAMPLER
     warnings: list[str] = field(default_factory=list)  # shown once when the run starts
     against: tuple[Objective, ...] = ()  # what each tier's front trades the objective against
+    warm: WarmStart | None = None  # the earlier study's picks and prior (``--warm-start``)
 
 
 @dataclass
@@ -107,6 +111,8 @@ def prepare(opts: RunOptions) -> StudyContext:
         trials, confirm = 1, 0
     sampler = check_sampler(opts.sampler or DEFAULT_SAMPLER)
     make_sampler(sampler, space)  # a grid over a continuous space is refused here
+    warm = _warm_start(opts, name, space, objective)
+    extra += warm.notes if warm else ()
     return StudyContext(
         space,
         Path(opts.space_path),
@@ -121,7 +127,21 @@ def prepare(opts: RunOptions) -> StudyContext:
         sampler,
         [*warnings, *extra],
         against,
+        warm,
     )
+
+
+def _warm_start(
+    opts: RunOptions, name: str, space: Space, objective: Objective
+) -> WarmStart | None:
+    if opts.warm_start is None:
+        if opts.warm_start_storage is not None:
+            raise StudyError("--warm-start-storage names where --warm-start STUDY is; give both")
+        return None
+    if opts.warm_start == name:
+        raise StudyError(f"--warm-start {name}: a study cannot warm-start itself")
+    storage = opts.warm_start_storage or opts.storage
+    return load_warm_start(opts.warm_start, storage, opts.results_dir, space, objective)
 
 
 def _retarget(space: Space, kind: str, path: Path) -> Space:
@@ -149,7 +169,7 @@ def open_study(
         study_name=ctx.name,
         storage=storage or driver_url(ctx.storage_url),
         directions=[ctx.objective.direction] * len(tiers),
-        sampler=make_sampler(ctx.sampler, ctx.space),
+        sampler=make_sampler(ctx.sampler, ctx.space, ctx.warm.prior if ctx.warm else None),
         load_if_exists=True,
     )
     _check_or_record(study, ctx, tiers)
@@ -170,8 +190,10 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
             hardware=ctx.space.hardware,
             engine=ctx.space.engine.model_dump(),
             trade_off=[o.name for o in ctx.against],
+            warm_start=ctx.warm.source() if ctx.warm else None,
         ).write(study)
         return
+    _check_warm_start(ctx, record)
     if record.objective != ctx.objective.name:
         raise StudyError(
             f"study {ctx.name!r} optimises {record.objective!r}, not "
@@ -184,6 +206,18 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
         )
     if (record.trade_off or []) != [o.name for o in ctx.against]:
         write_trade_off(study, [o.name for o in ctx.against])
+
+
+def _check_warm_start(ctx: StudyContext, record: StudyRecord) -> None:
+    """A warm start seeds a new study: a resumed one keeps the one it was created with."""
+    if ctx.warm is None:
+        return
+    earlier = (record.warm_start or {}).get("study")
+    if earlier != ctx.warm.study:
+        was = f"warm-started from {earlier!r}" if earlier else "not warm-started"
+        raise StudyError(
+            f"study {ctx.name!r} was {was}; a warm start seeds a new study: use --study NEW_NAME"
+        )
 
 
 def _space_digest(space: Space) -> str:

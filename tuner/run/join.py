@@ -22,6 +22,8 @@ from tuner.run.leftovers import clear_leftovers
 from tuner.run.loop import Joined
 from tuner.run.objective import Report, requeue, seed_queue
 from tuner.run.slots import Slot, SlotRequest
+from tuner.run.warm import load_warm_start
+from tuner.samplers.registry import make_sampler
 from tuner.space.stored import stored_space_text
 from tuner.storage.lock import StudyLock
 from tuner.storage.resilient import ResilientStorage
@@ -83,11 +85,29 @@ def join_study(opts: WorkerOptions, report: Report, ctx: StudyContext | None = N
     with lock.held():
         ctx = ctx or _context(opts, storage)
         study = open_study(ctx, storage)
+        _recorded_warm_start(study, ctx, opts.results_dir, report)
         seed_queue(study, ctx)
         budget = _settle_budget(study, opts.trials, ctx.trials)
     ctx.trials = budget
     clear_leftovers(ctx.name, ctx.space.target.kind, ctx.paths.root / "trials", report)
     return Joined(ctx, study, storage, lock, budget)
+
+
+def _recorded_warm_start(
+    study: optuna.Study, ctx: StudyContext, results_dir: Path, report: Report
+) -> None:
+    """A worker joining (or a run resuming without the flag) samples with the prior the study
+    was warm-started with; one it cannot read now costs it the prior, not the trials."""
+    source = (StudyRecord.read(study) or StudyRecord.of({})).warm_start
+    if ctx.warm is not None or not source:
+        return
+    name, url = str(source.get("study")), source.get("storage")
+    try:
+        ctx.warm = load_warm_start(name, url, results_dir, ctx.space, ctx.objective)
+    except StudyError as err:
+        report(f"warning: sampling without the warm start's prior: {err}")
+        return
+    study.sampler = make_sampler(ctx.sampler, ctx.space, ctx.warm.prior)
 
 
 def _context(opts: WorkerOptions, storage: ResilientStorage) -> StudyContext:

@@ -43,6 +43,7 @@ from tuner.run.eta import eta_note
 from tuner.run.signals import why_stopped
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
+from tuner.run.warm import queue_picks
 from tuner.space import render_engine_config
 from tuner.space.sample import rules_violation, suggest, violated_rules
 from tuner.storage.results import staged_dir, write_atomic, write_json
@@ -211,6 +212,8 @@ def _outcome_line(trial: FrozenTrial, ctx: StudyContext, done: int) -> str:
         head += " baseline"
     if r.confirm_of is not None:
         head += f" confirms {r.confirm_of}"
+    if r.warm_from is not None:
+        head += f" {r.warm_from.get('study')}'s pick (its trial {r.warm_from.get('trial')})"
     if not r.complete:
         return f"{head} {trial.state.name}: {r.failure or 'infrastructure fault'}"
     if not r.feasible:
@@ -251,8 +254,9 @@ def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendat
 
 
 def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
-    """Baseline first on a new study; on a resumed one, the config of every trial that did
-    not finish and was not queued again yet (call it under the study lock).
+    """Baseline first on a new study, then a warm start's picks; on a resumed one, the config
+    of every trial that did not finish and was not queued again yet (call it under the study
+    lock).
 
     No FAIL is the config's fault (a config that cannot work is COMPLETE and infeasible), so
     each one not queued again is a config lost: interrupted, or cut short by an error that
@@ -260,6 +264,8 @@ def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
     trials = study.get_trials(deepcopy=False)
     if not trials:
         study.enqueue_trial(ctx.space.defaults(), user_attrs=baseline_attrs())
+        if ctx.warm is not None:
+            queue_picks(study, ctx.warm)
         return
     requeued = {TrialRecord.of(t).requeued_from for t in trials}
     for t in trials:

@@ -37,7 +37,7 @@ def run_study_in_slots(
     """``tune run`` on several slots: create the study here, then one worker per slot."""
     wopts = run_options(ctx, opts)
     with sigterm_as_interrupt():
-        joined = join_study(wopts, report)
+        joined = join_study(wopts, report, ctx)  # its warm start's picks are queued here
         summary = run_slots(wopts, joined, slots, report)
     recs = write_tables(joined.ctx, joined.study)
     table = format_recommendations(recs, joined.ctx.objective)

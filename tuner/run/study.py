@@ -66,7 +66,11 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
 
 def progress_line(ctx: StudyContext, done: int) -> str:
     """The run's first line: how far the study is, and where it is stored (no password)."""
-    return f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage {redact(ctx.storage_url)}"
+    warm = f", warm-started from {ctx.warm.study!r}" if ctx.warm else ""
+    return (
+        f"study {ctx.name!r}: {done}/{ctx.trials} trials done, storage "
+        f"{redact(ctx.storage_url)}{warm}"
+    )
 
 
 def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report) -> str | None:

@@ -32,6 +32,13 @@ A trial that missed one tier's SLO (TTFT at c20, say) still teaches the tiers it
 at, when it records feasibility per tier (its record's ``tier_ok``, which ``tune run`` sets):
 it is a row of those tiers' objective data and a failure only for the tiers it failed.
 
+A warm start (``tune run --warm-start``) gives the sampler an earlier study's measurements as
+its prior (``tuner.samplers.prior``): the objective fit becomes "the earlier engine's fit,
+weighted by what this engine's own launches say it is worth, plus a difference", so configs
+the earlier engine measured good rank high before this one has launched them. Nothing else
+reads the prior: the best configs, trust regions, staleness, failure models and the early
+launch of every kernel are this study's own.
+
 Candidates are every config of a finite space (up to ``MAX_ENUMERATED``) or random configs
 plus the one-knob neighbours of every measured config; configs already measured or running are
 not proposed again (from the first proposal on: before any trial has finished, the running trials'
@@ -40,7 +47,6 @@ knobs are the search space), and configs the space's rules forbid not at all.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -49,11 +55,11 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import RandomSampler
 from optuna.search_space import IntersectionSearchSpace
-from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.record.trial import TrialRecord
 from tuner.samplers.failure_model import FailureModel, Ingredients
+from tuner.samplers.observed import Observed
+from tuner.samplers.prior import Features, Hyper, Prior, PriorFit, fit_with_prior
 from tuner.samplers.surrogate import (
     BayesLinear,
     Encoder,
@@ -84,6 +90,7 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         allowed: Allowed | None = None,
         tiers: Sequence[int] | None = None,
         unordered: frozenset[str] = frozenset(),
+        prior: Prior | None = None,
     ) -> None:
         self.tiers = list(tiers) if tiers is not None else None
         self.unordered = unordered  # knobs whose numeric choices are not in the knob's order
@@ -91,7 +98,10 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         self.allowed = allowed or (lambda point: True)
         self.fallback = RandomSampler(seed=seed)
         self.space = IntersectionSearchSpace()
-        self._fits: dict[int, tuple[int, tuple[list[float], float]]] = {}
+        # per tier: the own measurements when the earlier study's weight and the prior scales
+        # were chosen, and that choice
+        self._fits: dict[int, tuple[int, tuple[float, Hyper]]] = {}
+        self.prior = PriorFit(prior) if prior is not None else None  # a warm start's
 
     def reseed_rng(self) -> None:
         self.rng = np.random.default_rng()
@@ -178,15 +188,36 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
             if data.ok.all():
                 return int(self.rng.choice(np.flatnonzero(region)))
             return least_risky  # under a draw of where configs work
-        model = BayesLinear(*data.design(main, pairs), hyper=self._hyper(data))
-        self._fits[data.tier] = (int(data.ok.sum()), model.hyper)
-        blocks = [*cand, *cand] if len(data.directions) > 1 else cand
-        if dist is None:  # optimism in the face of uncertainty: values never tried get their turn
-            score = model.predict(blocks, model.mean) - OPTIMISM * model.sd(blocks)
-        else:
-            score = model.predict(blocks, model.draw(self.rng))
+        score = self._score(enc, data, [main, pairs], cand, thompson=dist is not None)
         allowed = safe & region
         return int(np.argmin(np.where(allowed, score, np.inf))) if allowed.any() else least_risky
+
+    def _score(
+        self, enc: Encoder, data: Observed, trials: Features, cand: Features, thompson: bool
+    ) -> np.ndarray:
+        """Each candidate's value at the target tier as the move sees it, lower is better: a
+        posterior draw (Thompson), or the mean less ``OPTIMISM`` sd, so that values never tried
+        get their turn; with a warm start's prior, its fit's share added (``prior``)."""
+        blocks, y = data.design(*trials)
+        offset, ahead = self._prior_offsets(enc, data, trials, cand)
+        model, weight = fit_with_prior(blocks, y, offset, self._hyper(data))
+        self._fits[data.tier] = (int(data.ok.sum()), (weight, model.hyper))
+        rows = [*cand, *cand] if len(data.directions) > 1 else cand
+        if thompson:
+            score = model.predict(rows, model.draw(self.rng))
+        else:
+            score = model.predict(rows, model.mean) - OPTIMISM * model.sd(rows)
+        return score + weight * ahead
+
+    def _prior_offsets(
+        self, enc: Encoder, data: Observed, trials: Features, cand: Features
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The earlier study's fit at the design's rows and at the candidates (zeros without
+        a warm start)."""
+        if self.prior is None:
+            return np.zeros(len(data.rows()[0])), np.zeros(len(cand[0]))
+        at_rows = self.prior.at_rows(enc, data.directions, trials, data.rows())
+        return at_rows, self.prior.predict(enc, data.directions, data.tier, cand)
 
     def _drawn_risk(self, enc: Encoder, data: Observed, pool: list[dict[str, Any]]) -> np.ndarray:
         """Failure of each candidate under a posterior draw of the noisy-OR model
@@ -198,9 +229,10 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         blame = FailureModel(ing, ing.ids([t.params for t in data.trials]), ~data.ok)
         return blame.risk(ing.ids(pool), blame.draw(self.rng))
 
-    def _hyper(self, data: Observed) -> tuple[list[float], float] | None:
-        """The tier's last prior scales and noise, until a quarter more data (at least 3 trials)
-        call for choosing them again: the choice costs far more than the fit."""
+    def _hyper(self, data: Observed) -> tuple[float, Hyper] | None:
+        """The tier's last choice of the earlier study's weight, prior scales and noise, until
+        a quarter more data (at least 3 trials) call for choosing again: the choice costs far
+        more than the fit."""
         n, hyper = self._fits.get(data.tier, (0, None))
         return hyper if data.ok.sum() < n + max(3, n // 4) else None
 
@@ -216,80 +248,6 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         for best in done:
             out += neighbours({n: best.params[n] for n in values}, values)
         return out
-
-
-class Observed:
-    """The finished trials as the models see them, for one target tier: ``ok_at`` holds, per
-    trial and tier, whether that value is one to learn from (``tiers`` names the tiers' keys in
-    the trials' ``tier_ok`` user attr); ``ok`` is the target tier's column."""
-
-    def __init__(
-        self,
-        trials: Sequence[FrozenTrial],
-        directions: Sequence[StudyDirection],
-        tier: int,
-        tiers: Sequence[int] | None = None,
-    ) -> None:
-        self.trials, self.directions, self.tier = list(trials), list(directions), tier
-        self.ok_at = np.array(
-            [_ok_at(t, len(self.directions), tiers) for t in self.trials], dtype=bool
-        ).reshape(len(self.trials), len(self.directions))
-        self.ok = self.ok_at[:, tier]
-        self.y = np.full(self.ok_at.shape, np.nan)
-        for i, direction in enumerate(self.directions):
-            rows = self.ok_at[:, i]
-            values = [self.trials[j].values[i] for j in np.flatnonzero(rows)]
-            self.y[rows, i] = objective_targets(values, direction)
-
-    def best(self, k: int) -> list[FrozenTrial]:
-        """The ``k`` best trials feasible at the target tier."""
-        good = np.flatnonzero(self.ok)
-        order = good[np.argsort(self.y[good, self.tier])]
-        return [self.trials[j] for j in order[:k]]
-
-    def stale(self) -> int:
-        """Trials finished since the target tier's best feasible one (0 before any): how long
-        the search has gone without improving this tier."""
-        good = np.flatnonzero(self.ok)
-        if not len(good):
-            return 0
-        return len(self.trials) - 1 - int(good[np.argmin(self.y[good, self.tier])])
-
-    def design(self, main: np.ndarray, pairs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """Feature blocks and targets: one row per (trial, tier it was feasible at), each
-        tier's targets centred; the target tier's rows also fill its own copy of the blocks."""
-        if len(self.directions) == 1:
-            return [main[self.ok], pairs[self.ok]], self.y[self.ok, 0]
-        tier, trial = np.nonzero(self.ok_at.T)
-        counts = np.maximum(self.ok_at.sum(axis=0), 1)
-        centred = self.y - np.nansum(self.y, axis=0) / counts
-        mine = (tier == self.tier)[:, None]
-        rows_main, rows_pairs = main[trial], pairs[trial]
-        blocks = [rows_main, rows_pairs, rows_main * mine, rows_pairs * mine]
-        return blocks, centred[trial, tier]
-
-
-def _ok_at(t: FrozenTrial, n: int, tiers: Sequence[int] | None) -> list[bool]:
-    """Per tier, whether the trial's value there is one to learn from: finite, and feasible
-    at that tier (its own SLOs met, every request served) when the trial says so per tier,
-    else feasible as a whole."""
-    finite = [_finite(v) for v in (t.values or [None] * n)]
-    r = TrialRecord.of(t)
-    if tiers is not None and r.tier_ok and len(tiers) == n:
-        return [f and r.feasible_at(c) for f, c in zip(finite, tiers, strict=True)]
-    whole = _feasible(t) and all(finite)
-    return [whole] * n
-
-
-def objective_targets(
-    values: Sequence[float] | np.ndarray, direction: StudyDirection
-) -> np.ndarray:
-    """What the objective model fits, lower is better: the log of the value when all values
-    are positive (step-time factors multiply), sign-flipped when maximising."""
-    y = np.asarray(values, dtype=float)
-    if np.all(y > 0):
-        y = np.log(y)
-    return y if direction == StudyDirection.MINIMIZE else -y
 
 
 def knob_values(dist: BaseDistribution, done: Sequence[FrozenTrial], name: str) -> list[Any]:
@@ -348,14 +306,6 @@ def trust_region(dist: np.ndarray | None, safe: np.ndarray) -> np.ndarray:
 def neighbours(point: dict[str, Any], values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """Every config one knob away from ``point``."""
     return [{**point, n: v} for n, vs in values.items() for v in vs if v != point[n]]
-
-
-def _feasible(t: FrozenTrial) -> bool:
-    return all(v <= 0 for v in t.constraints.values())
-
-
-def _finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
 
 
 def _key(params: Mapping[str, Any], space: Mapping[str, BaseDistribution]) -> tuple[Any, ...]:

@@ -16,6 +16,7 @@ import optuna
 from tuner.errors import StudyError
 from tuner.samplers.additive import AdditiveSampler
 from tuner.samplers.grid import GridWalkSampler
+from tuner.samplers.prior import Prior
 from tuner.samplers.tiered import TierTurnSampler
 from tuner.space.params import Scalar
 from tuner.space.sample import violated_rules
@@ -41,12 +42,13 @@ def _tpe_tiers(space: Space) -> optuna.samplers.BaseSampler:
     return TierTurnSampler(inner)
 
 
-def _additive(space: Space) -> optuna.samplers.BaseSampler:
+def _additive(space: Space, prior: Prior | None = None) -> optuna.samplers.BaseSampler:
     return AdditiveSampler(
         seed=space.study.seed,
         allowed=lambda point: not violated_rules(space, point),
         tiers=space.workload.tiers,
         unordered=frozenset(n for n, p in space.parameters.items() if not p.ordered),
+        prior=prior,
     )
 
 
@@ -105,6 +107,11 @@ SAMPLERS: dict[str, SamplerFactory] = {
     "grid": _grid,
 }
 DEFAULT_SAMPLER = "additive"
+# The samplers that learn from a warm start's measurements; the others run its queued configs
+# first (every sampler does: they are in the study's queue) and then search as from cold.
+LEARNS_PRIOR: dict[str, Callable[[Space, Prior], optuna.samplers.BaseSampler]] = {
+    "additive": _additive
+}
 
 
 def check_sampler(name: str) -> str:
@@ -114,6 +121,11 @@ def check_sampler(name: str) -> str:
     return name
 
 
-def make_sampler(name: str, space: Space) -> optuna.samplers.BaseSampler:
-    """A fresh sampler called ``name`` for ``space``, seeded with the space's study seed."""
+def make_sampler(
+    name: str, space: Space, prior: Prior | None = None
+) -> optuna.samplers.BaseSampler:
+    """A fresh sampler called ``name`` for ``space``, seeded with the space's study seed, that
+    learns from ``prior`` (a warm start's earlier measurements) if it is one that can."""
+    if prior is not None and name in LEARNS_PRIOR:
+        return LEARNS_PRIOR[name](space, prior)
     return SAMPLERS[check_sampler(name)](space)

@@ -164,17 +164,42 @@ class BayesLinear:
 
 def _best_hyper(blocks: Sequence[np.ndarray], z: np.ndarray) -> tuple[list[float], float]:
     """The prior variances and noise with the highest log marginal likelihood of ``z``."""
+    scores, options = _scored(blocks, z[:, None])
+    return options[int(np.argmax(scores[:, 0]))]
+
+
+def best_target(
+    blocks: Sequence[np.ndarray], targets: Sequence[np.ndarray]
+) -> tuple[int, tuple[list[float], float]]:
+    """Which of several targets of the same rows the model explains best, with the prior
+    variances and noise it best does it with: the highest log marginal likelihood of each
+    target on its own standardised scale, plus that scale's log Jacobian (-n log sd) so that
+    targets of different spread compare as densities of the same rows."""
+    y = np.stack(targets, axis=1)
+    sd = y.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    scores, hypers = _scored(blocks, (y - y.mean(axis=0)) / sd)
+    total = scores - y.shape[0] * np.log(sd)[None, :]
+    best, which = np.unravel_index(int(np.argmax(total)), total.shape)
+    return int(which), hypers[int(best)]
+
+
+def _scored(
+    blocks: Sequence[np.ndarray], z: np.ndarray
+) -> tuple[np.ndarray, list[tuple[list[float], float]]]:
+    """Log marginal likelihood of each column of ``z`` (options x columns) under each option
+    of the grid, and those options."""
     evidence = _Evidence(blocks, z)
-    options = {(*_variances(h, len(blocks)), h[-1]) for h in _GRID}
-    scored = [(evidence(list(o[:-1]), o[-1]), o) for o in sorted(options)]
-    best = max(scored, key=lambda pair: pair[0])[1]
-    return list(best[:-1]), best[-1]
+    options = sorted({(*_variances(h, len(blocks)), h[-1]) for h in _GRID})
+    scores = np.array([evidence(list(o[:-1]), o[-1]) for o in options])
+    return scores, [(list(o[:-1]), o[-1]) for o in options]
 
 
 class _Evidence:
-    """log N(z | 0, Phi Lambda Phi' + s I) up to a constant, for any prior variance per block
-    and noise s, in whichever of the dual (rows) or primal (columns) forms is smaller. The
-    products that do not depend on the variances are computed once, on first need."""
+    """log N(z | 0, Phi Lambda Phi' + s I) up to a constant, for each column of ``z`` and any
+    prior variance per block and noise s, in whichever of the dual (rows) or primal (columns)
+    forms is smaller. The products that do not depend on the variances are computed once, on
+    first need, and every column shares each factorisation."""
 
     def __init__(self, blocks: Sequence[np.ndarray], z: np.ndarray) -> None:
         self.blocks, self.z = list(blocks), z
@@ -182,10 +207,10 @@ class _Evidence:
         self._grams: list[np.ndarray] = []  # B B' per block (dual form)
         self._cross: tuple[np.ndarray, np.ndarray] | None = None  # Phi'Phi, Phi'z (primal)
 
-    def __call__(self, variances: list[float], s: float) -> float:
+    def __call__(self, variances: list[float], s: float) -> np.ndarray:
         prior = np.asarray(variances, dtype=float)[self.block_of]
         keep = prior > 0  # a zero prior variance drops the column
-        n = self.z.size
+        n = self.z.shape[0]
         if n <= int(keep.sum()):
             return self._dual(variances, s)
         if self._cross is None:
@@ -194,18 +219,19 @@ class _Evidence:
         gram, proj = self._cross[0][np.ix_(keep, keep)] / s, self._cross[1][keep] / s
         prior = prior[keep]
         chol = np.linalg.cholesky(np.diag(1.0 / prior) + gram)
-        quad = (self.z @ self.z / s) - proj @ _cho_solve(chol, proj)
+        quad = (self.z * self.z).sum(0) / s - (proj * _cho_solve(chol, proj)).sum(0)
         logdet = 2 * np.log(np.diag(chol)).sum() + np.log(prior).sum() + n * math.log(s)
-        return float(-0.5 * quad - 0.5 * logdet)
+        return -0.5 * quad - 0.5 * logdet
 
-    def _dual(self, variances: list[float], s: float) -> float:
+    def _dual(self, variances: list[float], s: float) -> np.ndarray:
         if not self._grams:
             self._grams = [b @ b.T for b in self.blocks]
-        cov = s * np.eye(self.z.size)
+        cov = s * np.eye(self.z.shape[0])
         for v, gram in zip(variances, self._grams, strict=True):
             cov = cov + v * gram if v > 0 else cov
         chol = np.linalg.cholesky(cov)
-        return float(-0.5 * self.z @ _cho_solve(chol, self.z) - np.log(np.diag(chol)).sum())
+        quad = (self.z * _cho_solve(chol, self.z)).sum(0)
+        return -0.5 * quad - np.log(np.diag(chol)).sum()
 
 
 def _cho_solve(chol: np.ndarray, rhs: np.ndarray) -> np.ndarray:

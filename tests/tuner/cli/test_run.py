@@ -94,3 +94,14 @@ def test_debug_shows_traceback(space_file: Path, tmp_path: Path) -> None:
 
 def test_usage_error_exit_code(capsys) -> None:
     assert main(["run"]) == 2
+
+
+def test_warm_start_flag_reaches_the_study(space_file: Path, tmp_path: Path, capsys) -> None:
+    common = ["run", "--space", str(space_file), "--results-dir", str(tmp_path / "r")]
+    assert main([*common, "--study", "a", "--trials", "2", "--confirm", "0"]) == 0
+    argv = [*common, "--study", "b", "--trials", "2", "--confirm", "0", "--warm-start", "a"]
+    assert main(argv) == 0
+    assert "warm-started from 'a'" in capsys.readouterr().out
+    err = one_line_error(capsys, [*common, "--study", "c", "--warm-start", "nope"])
+    assert "--warm-start nope: no study 'nope' under" in err
+    assert not (tmp_path / "r" / "c").exists()

@@ -15,12 +15,12 @@ from tuner.samplers.additive import (
     STALE_AFTER,
     STALE_LIMIT,
     AdditiveSampler,
-    Observed,
     covering,
     distance_to_best,
     knob_values,
     trust_region,
 )
+from tuner.samplers.observed import Observed
 
 KERNELS = ["slow", "fast", "fastest"]
 BUDGETS = [8192, 16384, 32768, 65536, 131072, 262144]

@@ -14,8 +14,9 @@ from tests.tuner.conftest import write_yaml
 from tuner.errors import StudyError
 from tuner.record.trial import CONSTRAINT_KEYS
 from tuner.run.study import RunOptions, run_study
-from tuner.samplers.additive import AdditiveSampler, Observed
+from tuner.samplers.additive import AdditiveSampler
 from tuner.samplers.grid import GridWalkSampler
+from tuner.samplers.observed import Observed
 from tuner.samplers.registry import DEFAULT_SAMPLER, SAMPLERS, grid_values, make_sampler
 from tuner.samplers.tiered import TierTurnSampler
 from tuner.space.schema import Space

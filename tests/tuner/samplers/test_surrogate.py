@@ -7,7 +7,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import create_trial
 
 from tuner.samplers.additive import covering
-from tuner.samplers.surrogate import BayesLinear, Encoder, enumerate_points
+from tuner.samplers.surrogate import BayesLinear, Encoder, best_target, enumerate_points
 
 SPACE = {
     "backend": CategoricalDistribution(["a", "b", "c"]),
@@ -99,3 +99,17 @@ def test_every_choice_of_an_unordered_numeric_knob_is_launched_early() -> None:
     assert covering(pool, done, space, frozenset({"parallel"})) == pool
     done.append(create_trial(params={"parallel": 1}, distributions=space, values=[2.0]))
     assert covering(pool, done, space, frozenset({"parallel"})) == [{"parallel": 8}]
+
+
+def test_the_target_the_features_explain_best_is_chosen_whatever_its_spread() -> None:
+    """An offset that predicts the values (an earlier engine's fit) leaves a residual the
+    features explain; one that does not leaves a wider, less explained residual."""
+    enc = Encoder(SPACE)
+    train = points(12, 4)
+    blocks = list(enc.features(train))
+    rng = np.random.default_rng(5)
+    y = np.array([truth(p) for p in train]) + rng.normal(0, 0.02, 12)
+    helpful = np.array([truth(p) for p in train]) * 0.9
+    unrelated = rng.normal(0, 0.5, 12)
+    assert best_target(blocks, [y, y - 0.5 * helpful, y - helpful])[0] == 2
+    assert best_target(blocks, [y, y - 0.5 * unrelated, y - unrelated])[0] == 0
