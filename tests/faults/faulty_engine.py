@@ -10,6 +10,9 @@ Started as a local engine command (``python faulty_engine.py MODEL --port N [fla
 - ``frozen``: the same, and ``/health`` stops answering too (a wedged host or network);
 - ``crash``: the process exits at once, as an engine killed by an out-of-memory error;
 - ``fail``: every completion is answered 500 at once, no token ever.
+
+``--x-ignore-sigterm 1`` makes it ignore SIGTERM, as an engine busy in a kernel or a stuck
+shutdown does: whoever stops it must wait out a grace and then kill it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -121,7 +125,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--x-mode", default="ok")
     parser.add_argument("--x-after", type=int, default=0)
     parser.add_argument("--x-itl-ms", type=float, default=2.0)
+    parser.add_argument("--x-ignore-sigterm", type=int, default=0)
     args, _ = parser.parse_known_args(argv)
+    if args.x_ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     engine = Engine(args.model, args.x_mode, args.x_after, args.x_itl_ms / 1000)
     server = Server((args.host, args.port), handler(engine))
     with contextlib.suppress(BrokenPipeError):  # the run reading our log is gone: serve on

@@ -3,9 +3,10 @@
 The study runs a local engine (``faulty_engine.py`` under the process launcher) and meets, in
 turn: a SIGKILL of ``tune run`` mid-trial; a database restart mid-trial (PostgreSQL, when it is
 installed here; SQLite and no restart otherwise); an engine that hangs mid-tier; an engine
-that dies under load. It must end with every config measured exactly once (or queued again and
-then measured), the baseline measured, no engine process left, and no secret in any file under
-the results folder or in the study's storage.
+that dies under load; a double Ctrl-C, the second while the run waits out the stop grace of
+an engine that ignores SIGTERM. It must end with every config measured exactly once (or
+queued again and then measured), the baseline measured, no engine process left, and no
+secret in any file under the results folder or in the study's storage.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from collections import Counter
@@ -48,7 +50,8 @@ def night_space(tmp_path: Path, port: int) -> Path:
     space["target"] = {"kind": "process", "stop_grace_s": 3}
     # The baseline streams slowly (20 ms a token): it is still serving when its run is killed.
     # The fault starts with the 12th stream: the warm-up, tier c1 and two of tier c4 served.
-    space["base"] = {"args": {"x-after": 11}, "env": dict(SECRETS)}
+    # It ignores SIGTERM, so every stop waits out the grace: a second Ctrl-C can land in it.
+    space["base"] = {"args": {"x-after": 11, "x-ignore-sigterm": 1}, "env": dict(SECRETS)}
     space["parameters"] = {
         "mode": {"type": "categorical", "choices": ["ok", "hang", "crash"], "default": "ok",
                  "flag": "--x-mode"},
@@ -132,6 +135,32 @@ def assert_faults_judged(study: optuna.Study) -> None:
     assert kinds[json.dumps(CRASH, sort_keys=True)] == "failed_requests"
 
 
+def unmeasured_ok_config(study: optuna.Study) -> dict[str, object]:
+    """A config of mode ok no launch of the study has measured (so the next trial launches)."""
+    seen = {json.dumps(t.params, sort_keys=True) for t in study.trials}
+    for itl in (5, 10, 20):
+        config = {"mode": "ok", "itl_ms": itl}
+        if json.dumps(config, sort_keys=True) not in seen:
+            return config
+    raise AssertionError(f"every ok config was measured: {sorted(seen)}")
+
+
+def double_ctrl_c(args: tuple[str, ...], url: str, port: int, tmp_path: Path) -> None:
+    """One more trial, stopped by two Ctrl-Cs a second apart: the first stops the engine, which
+    ignores SIGTERM, so the second lands in its 3 s grace. Nothing may be left running."""
+    queue = load(url, "night")
+    queue.enqueue_trial(unmeasured_ok_config(queue))
+    run = tune(*args, cwd=tmp_path)
+    wait_for(lambda: [t for t in running(url, "night") if owner_of(t).endswith(f":{run.pid}")])
+    wait_listening(port)
+    run.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    run.send_signal(signal.SIGINT)
+    code, out = finish(run, timeout_s=60)
+    assert code == 130 and "Traceback" not in out, out
+    assert wait_for(lambda: engine_processes() == [], timeout_s=10), engine_processes()
+
+
 def test_one_study_through_a_bad_night(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url, restart = storage(request, tmp_path)
     port = free_port()
@@ -157,6 +186,11 @@ def test_one_study_through_a_bad_night(tmp_path: Path, request: pytest.FixtureRe
     assert code == 0, out
     assert "storage unreachable" in out or url.startswith("sqlite"), out
     assert f"stopped engine process group {orphan}" in out and "is gone" in out
+    # A double Ctrl-C on a fifth trial, then the same command measures it.
+    longer = tuple("5" if a == "4" else a for a in args)
+    double_ctrl_c(longer, url, port, tmp_path)
+    code, out = finish(tune(*longer, cwd=tmp_path), timeout_s=300)
+    assert code == 0, out
     study = load(url, "night")
     assert_nothing_lost(study)
     assert_faults_judged(study)
