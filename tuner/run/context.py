@@ -220,6 +220,11 @@ def _check_warm_start(ctx: StudyContext, record: StudyRecord) -> None:
         )
 
 
+# Not in the digest at these values: when a silent engine counts as hung, and the whole-tier
+# measurement that was the only one before steady_state.
+LATER_WORKLOAD_DEFAULTS = {"stall_floor_s": STALL_FLOOR_S, "steady_state": False}
+
+
 def _space_digest(space: Space) -> str:
     keys = {"parameters", "rules", "workload", "slos", "engine", "target", "base"}
     # Of the stored form: a worker launching from the stored copy joins the same study.
@@ -230,7 +235,8 @@ def _space_digest(space: Space) -> str:
     for param in data["parameters"].values():  # a sampler's hint, not what is launched
         if param.get("ordered", True):
             param.pop("ordered", None)
-    # Nor is when a silent engine counts as hung, at its default (older studies lack it).
-    if data["workload"].get("stall_floor_s") == STALL_FLOOR_S:
-        data["workload"].pop("stall_floor_s")
+    # Workload fields added since, at their defaults, measure what older studies measured.
+    for key, default in LATER_WORKLOAD_DEFAULTS.items():
+        if data["workload"].get(key) == default:
+            data["workload"].pop(key)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
