@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+from optuna.storages import BaseStorage
 
 from tuner.errors import StudyError
 from tuner.storage.results import StudyPaths, check_study_name
@@ -28,13 +29,7 @@ def load_study(name: str, storage: str | None, results_dir: Path) -> optuna.Stud
             )
         storage = paths.default_storage_url
     storage = driver_url(storage)
-    try:
-        return optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
-        known = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise StudyError(
-            f"no study {name!r} in {redact(storage)}; studies there: {known}"
-        ) from None
+    return _load(name, storage, storage)
 
 
 def open_study(name: str, storage: str | None, results_dir: Path) -> optuna.Study:
@@ -44,10 +39,13 @@ def open_study(name: str, storage: str | None, results_dir: Path) -> optuna.Stud
     if storage is None:
         return load_study(name, None, results_dir)
     backend = open_storage(storage, StorageSettings(outage_s=READ_OUTAGE_S))
+    return _load(name, backend, storage)
+
+
+def _load(name: str, backend: str | BaseStorage, url: str) -> optuna.Study:
+    """The study ``name`` in ``backend``; a missing one is a one-line error listing those there."""
     try:
         return optuna.load_study(study_name=name, storage=backend)
     except KeyError:
         known = [s.study_name for s in optuna.get_all_study_summaries(backend)]
-        raise StudyError(
-            f"no study {name!r} in {redact(storage)}; studies there: {known}"
-        ) from None
+        raise StudyError(f"no study {name!r} in {redact(url)}; studies there: {known}") from None
