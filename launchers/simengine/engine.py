@@ -259,6 +259,13 @@ class SimEngine:
         raise LaunchError(f"engine died under load: {line}", kind, "\n".join(self.lines[-20:]))
 
 
+# A client's loop sends one request at a time (about half a millisecond apart here), so a
+# closed loop's first requests reach the engine a step apart: the first prefills alone and the
+# others join the next steps, beside its decodes. Sent all at one instant, every wave of equal
+# requests stays in phase and never mixes a prefill with decodes, which an HTTP run does.
+SEND_GAP_S = 0.0005
+
+
 class _Runner:
     """Feeds one workload into the core: closed loop, or timed arrivals capped in flight."""
 
@@ -298,7 +305,10 @@ class _Runner:
         now = self.core.clock
         if self.arrivals is None:
             while self.in_flight < self.concurrency and self.next < len(self.sims):
-                self._send(self.next, now)
+                first = self._first_wave(self.next)
+                if first > now:
+                    return
+                self._send(self.next, min(first, now) if self.next < self.concurrency else now)
                 self.next += 1
             return
         while self.next < len(self.sims) and self.arrivals[self.next] <= now:
@@ -308,9 +318,16 @@ class _Runner:
             _, i = heapq.heappop(self.backlog)
             self._send(i, now)
 
+    def _first_wave(self, i: int) -> float:
+        """When a closed loop's request ``i`` is sent: the first ``concurrency`` one client
+        send apart, as a client's loop sends them, the rest as a slot frees (0 here)."""
+        return i * SEND_GAP_S if i < self.concurrency else 0.0
+
     def _next_arrival(self) -> float:
-        if self.arrivals is None or self.next >= len(self.sims):
+        if self.next >= len(self.sims):
             return math.inf
+        if self.arrivals is None:
+            return self._first_wave(self.next) if self.next < self.concurrency else math.inf
         return self.arrivals[self.next]
 
     def loop(self) -> None:

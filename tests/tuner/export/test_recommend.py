@@ -178,14 +178,15 @@ def test_a_tier_no_launch_could_measure_says_why() -> None:
     assert c8.trial is None and c8.choice == f"c8: no eligible config; {note}"
 
 
-def test_a_capped_chunk_that_wins_p99_by_preempting_is_not_the_pick(
+def test_a_capped_chunk_that_preempts_is_not_the_pick(
     space_file: Path, tmp_path: Path, small_space: dict[str, Any]
 ) -> None:
     # Long shared-prefix prompts (as in the 50K-token coding sessions of the published runs):
-    # at 20 requests in flight, capping each request's prefill chunk wins P99 TPOT by a few
-    # percent, but it fills the KV cache (preemptions, half the prefix-cache hits) and costs
-    # about half the throughput. With the throughput floor off, the preemptions alone keep
-    # it from being the pick; big uncapped chunks serve both tiers.
+    # at 20 requests in flight, capping each request's prefill chunk fills the KV cache
+    # (preemptions, half the prefix-cache hits) and costs about a third of the throughput.
+    # With the throughput floor off, it is never the pick; big uncapped chunks serve both
+    # tiers. (That a preempting config ranks after the others whatever its P99 is pinned by
+    # test_a_config_that_preempted_ranks_after_those_that_did_not.)
     small_space["parameters"] = {
         "max_num_batched_tokens": {
             "type": "categorical",
@@ -224,9 +225,8 @@ def test_a_capped_chunk_that_wins_p99_by_preempting_is_not_the_pick(
 
     capped = {"max_num_batched_tokens": 262144, "long_prefill_token_threshold": 6000}
     study = optuna.load_study(study_name="small", storage=f"sqlite:///{tmp_path}/r/small/study.db")
-    raw = min(study.trials, key=lambda t: TrialRecord.of(t).value("p99_tpot_ms", 20) or 1e9)
-    assert raw.params == capped  # the best P99 TPOT at c20, if nothing else counted
-    assert (TrialRecord.of(raw).server(20, "num_preemptions") or 0) > 0
+    preempted = [t.params for t in study.trials if TrialRecord.of(t).server(20, "num_preemptions")]
+    assert preempted and all(p == capped for p in preempted)
     assert high.params != capped and "preempt" not in high.choice
     assert low.params["max_num_batched_tokens"] == high.params["max_num_batched_tokens"] == 262144
     assert low.verdict == "better" or high.verdict == "better"
