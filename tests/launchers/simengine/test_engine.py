@@ -189,3 +189,16 @@ def test_prompt_lookup_drafts_are_accepted_only_where_the_context_repeats() -> N
         assert _acceptance(method, random_ids) < 0.02
         assert _acceptance(method, code) > 0.1
     assert abs(_acceptance("mtp", random_ids) - _acceptance("mtp", code)) < 0.05
+
+
+def test_a_closed_loop_sends_its_first_wave_one_client_send_apart() -> None:
+    """As a client's loop sends them: the first request prefills alone, the others join
+    beside its decodes, so equal requests do not stay in phase for the whole run."""
+    engine = SimEngine.from_argv(BASE, {}, "h200x4", 0)
+    equal = [BenchRequest("", 300, 150) for _ in range(12)]
+    records = engine.run(equal, concurrency=4)
+    assert [r.send_time for r in records[:4]] == pytest.approx([0.0, 0.0005, 0.001, 0.0015])
+    first, others = records[0].ttft, [r.ttft for r in records[1:4]]
+    assert first is not None and all(t is not None and t > first for t in others)
+    later = [r.send_time for r in records[4:]]
+    assert len({round(t, 6) for t in later}) > 2  # the waves no longer finish at one instant
