@@ -37,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,13 +183,15 @@ def measure_all(
     return list(keyed)
 
 
-def _map(fn: Callable, jobs: Sequence, workers: int, init: Callable, args: tuple) -> list:
-    """``fn`` over ``jobs``: in this process for one worker (tests), else in a pool."""
+def _map(fn: Callable, jobs: Sequence, workers: int, init: Callable, args: tuple) -> Iterator:
+    """``fn`` over ``jobs``, each result as it comes: in this process for one worker
+    (tests), else in a pool."""
     if workers <= 1:
         init(*args)
-        return [fn(j) for j in jobs]
+        yield from map(fn, jobs)
+        return
     with multiprocessing.Pool(workers, init, args) as pool:
-        return list(pool.imap_unordered(fn, jobs))
+        yield from pool.imap_unordered(fn, jobs)
 
 
 # --- the earlier studies --------------------------------------------------------------------
@@ -480,7 +482,8 @@ def run_bench(args: Any, narrow: dict[str, list[Any]] | None = None) -> tuple[st
         setup = Setup(data, table, tuple(replicate_names(args.replicates)), args.budget,
                       args.prior_budget, folder)  # fmt: skip
         jobs = [(setup, name, s) for name in priors for s in range(args.seeds)]
-        _map(_earlier_study, jobs, args.workers, _quiet, ())
+        for i, study in enumerate(_map(_earlier_study, jobs, args.workers, _quiet, ()), 1):
+            print(f"  earlier study {study} ({i}/{len(jobs)})", file=sys.stderr)
         runs = _searches(setup, priors, args)
         results = {name: _result(name, setup, runs, truth, args, maximize) for name in priors}
     text = [header(space, keys, truth, args)]
@@ -502,8 +505,11 @@ def _searches(setup: Setup, priors: Sequence[str], args: Any) -> dict[str | None
     jobs = [(setup, s, p) for p in (None, *priors) for s in range(args.seeds)]
     runs: dict[str | None, dict[int, Done]] = {p: {} for p in (None, *priors)}
     start = time.perf_counter()
-    for done in _map(_search_job, jobs, args.workers, _quiet, ()):
+    for i, done in enumerate(_map(_search_job, jobs, args.workers, _quiet, ()), 1):
         runs[done[0]][done[1]] = done
+        took = time.perf_counter() - start
+        print(f"  {i}/{len(jobs)} searches ({done[0] or 'cold'} {done[1]}, {took:.0f} s)",
+              file=sys.stderr)  # fmt: skip
     print(f"  {len(jobs)} searches in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return runs
 
