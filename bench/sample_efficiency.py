@@ -69,6 +69,7 @@ from bench.discretise import bench_space, default_prompts  # noqa: E402
 from launchers.simengine import EngineRefused, load_profile  # noqa: E402
 from launchers.simengine.config import resolve  # noqa: E402
 from objectives.objective import get_objective  # noqa: E402
+from tuner.errors import StudyError  # noqa: E402
 from tuner.record.trial import CONSTRAINT_KEYS, write_tier_ok  # noqa: E402
 from tuner.run.trial import TrialRunner  # noqa: E402
 from tuner.samplers.registry import (  # noqa: E402
@@ -365,13 +366,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = bench_space(args.space, args.prompts)
     objective = get_objective(space.study.objective or "")
+    methods = args.methods.split(",")
+    if problem := unavailable(methods, space):
+        print(problem, file=sys.stderr)
+        return 2
     path = cache_path(space)
     table: dict[str, Record] = json.loads(path.read_text()) if path.exists() else {}
     replicates = replicate_names(args.replicates)
     keys = exhaustive(space, table, args.workers, args.space, replicates)
     save(path, table)
     truth = truths(table, keys, len(space.workload.tiers), replicates)
-    methods = args.methods.split(",")
     if args.trace is not None:
         _init_worker(args.space, args.prompts, table, replicates)
         _, _, launches, _ = _search((methods[0], args.trace, args.budget))
@@ -392,6 +396,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(header(space, keys, truth, objective.name, args, time.perf_counter() - start))
     print(results_table(space, runs, truth, args, objective.direction == "maximize"))
     return 0
+
+
+def unavailable(methods: Sequence[str], space: Space) -> str | None:
+    """Why a method cannot search here (an unknown name, ``gp`` without torch), found by
+    building its sampler once: before the sweep, not in a worker after it."""
+    for method in methods:
+        try:
+            make_sampler(DEFAULT_SAMPLER if method == "tune" else method, space)
+        except StudyError as e:
+            return f"--methods {method}: {e}"
+    return None
 
 
 def save(path: Path, table: dict[str, Record]) -> None:

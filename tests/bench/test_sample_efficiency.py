@@ -200,3 +200,14 @@ def test_a_910c_trace_shows_every_ascend_knob_of_the_full_discretisation(
     head = out[0].split()
     assert set(ASCEND) <= set(head) and head[-5:] == ["c1", "c4", "c10", "c16", "reached"]
     assert [line.split()[0] for line in out[1:]] == ["1", "2", "3"]
+
+
+def test_a_method_that_cannot_search_stops_the_bench_before_its_sweep(
+    se: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def sweep(*_: object) -> list[str]:
+        raise AssertionError("swept before the methods were checked")
+
+    monkeypatch.setattr(se, "exhaustive", sweep)
+    assert se.main(["--methods", "tune,annealing", "--seeds", "1"]) == 2
+    assert "--methods annealing: unknown sampler 'annealing'" in capsys.readouterr().err
