@@ -27,7 +27,8 @@ A launch shows a method one noisy draw: one of the replicates, picked at random 
 in ``tune run``, configs that break a rule and configs rendering to a launch already made cost
 no launch. After each launch a method's pick for a tier is its best observed value among the
 launches feasible at that tier; the figure is the number of launches until that pick is truly
-(replicate mean) within the tolerance of the tier's best. The table prints each method's
+(replicate mean) within the tolerance of the tier's best, and a search stops once it has
+reached every tier, since later launches change no figure. The table prints each method's
 median over seeds, random's median over tune's, and that ratio's 90% interval when the seeds
 are resampled (bootstrap): with ten seeds a ratio near a bar can sit well inside its noise.
 Measurements are cached under results/bench/ keyed by the discretised space (its knobs,
@@ -85,6 +86,7 @@ from tuner.space.schema import Space  # noqa: E402
 SPACE = REPO / "search_spaces" / "minimax_h200.yaml"
 CACHE_DIR = REPO / "results" / "bench"
 Record = dict[str, Any]  # values (per tier), constraints, failure_kind, tier_ok (per tier)
+Goal = tuple[list[dict[str, float]], float, bool]  # each tier's truth, the tolerance, maximize
 RECORD_FORMAT = "tier_ok"  # in the cache key: tables written before it lack per-tier feasibility
 
 
@@ -118,12 +120,17 @@ def replicate_names(n: int) -> list[str]:
 
 
 def _init_worker(
-    path: Path, prompts: int, table: dict[str, Record], replicates: Sequence[str] = ("a",)
+    path: Path,
+    prompts: int,
+    table: dict[str, Record],
+    replicates: Sequence[str] = ("a",),
+    goal: Goal | None = None,
 ) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = bench_space(path, prompts)
     _W.update(space=space, path=path, table=table, dir=Path(tempfile.mkdtemp(prefix="sample_eff_")))
     _W["replicates"] = list(replicates)
+    _W["goal"] = goal
     _W["runner"] = TrialRunner(space, get_objective(space.study.objective or ""), 60.0)
 
 
@@ -193,7 +200,7 @@ def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record
         return list(rec["values"])
 
     for _ in range(budget * 20):  # rules and duplicates are free, but bounded
-        if len(launches) >= budget:
+        if len(launches) >= budget or reached_all(launches, _W["goal"]):
             break
         study.optimize(run_trial, n_trials=1)
     return method, seed, launches, new
@@ -250,6 +257,17 @@ def trials_to_reach(
         if pick is not None and pick[1] in truth and within(truth[pick[1]], best, tol, maximize):
             return n
     return None
+
+
+def reached_all(launches: Sequence[tuple[str, Record]], goal: Goal | None) -> bool:
+    """Whether every tier's pick has come truly within the tolerance: a search can stop there,
+    since no later launch changes a figure the table prints (each is the first launch that
+    reached). Without a goal (``--trace``), a search spends its whole budget."""
+    if goal is None:
+        return False
+    truth, tol, maximize = goal
+    reached = (trials_to_reach(launches, t, i, tol, maximize) for i, t in enumerate(truth))
+    return all(n is not None for n in reached)
 
 
 def trace_rows(
@@ -385,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = [(m, seed, args.budget) for m in methods for seed in range(args.seeds)]
     runs: dict[str, list[list[tuple[str, Record]]]] = {m: [] for m in methods}
     start = time.perf_counter()
-    init = (args.space, args.prompts, table, replicates)
+    goal = (truth, args.tolerance, objective.direction == "maximize")
+    init = (args.space, args.prompts, table, replicates, goal)
     with multiprocessing.Pool(args.workers, _init_worker, init) as pool:
         for i, (method, seed, launches, new) in enumerate(pool.imap_unordered(_search, jobs), 1):
             runs[method].append(launches)

@@ -211,3 +211,13 @@ def test_a_method_that_cannot_search_stops_the_bench_before_its_sweep(
     monkeypatch.setattr(se, "exhaustive", sweep)
     assert se.main(["--methods", "tune,annealing", "--seeds", "1"]) == 2
     assert "--methods annealing: unknown sampler 'annealing'" in capsys.readouterr().err
+
+
+def test_a_search_may_stop_once_every_tier_is_reached(se: ModuleType) -> None:
+    """Each figure is the first launch that reached: later launches change none of them."""
+    truth = [{"x": 12.0, "y": 10.0}, {"x": 20.0, "y": 25.0}]
+    x = ("x", {"values": [12.0, 20.0], "kind": None, "constraints": {}})
+    y = ("y", {"values": [10.0, 25.0], "kind": None, "constraints": {}})
+    assert not se.reached_all([x], (truth, 0.03, False))
+    assert se.reached_all([x, y], (truth, 0.03, False))
+    assert not se.reached_all([x, y], None)  # --trace spends the whole budget
