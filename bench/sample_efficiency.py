@@ -1,17 +1,19 @@
 """How many trials each search needs to find every tier's best config, on the simulated engine.
 
-The minimax_h200 space is discretised (``DISCRETE``: a handful of values per knob) and run on
-the simulated 4x H200 engine with a shortened workload (``--prompts`` per tier). Every distinct
-launch of the discretised space is measured on ``--replicates`` engine seeds (replicates ``a``,
-``b``, ...); a launch's true value at a tier is the mean over them, and only a launch feasible
-at that tier on every seed counts there. Feasible at a tier is what ``tune run``'s per-tier
-recommendations read: every request of the tier served and the tier's own SLOs met, so a config
-that misses the TTFT SLO at c20 can still be the answer at c1. That exhaustive table gives each
-tier's true best config and the configs within ``--tolerance`` of it. One seed is not enough:
-at some tiers a single measurement varies by about as much as the tolerance, so a one-seed
-"best" is largely the luckiest draw, and a search would be scored on finding that draw rather
-than the config. Then each method searches the same space for ``--seeds`` seeds, ``--budget``
-launches each:
+A search space (``--space``, by default minimax_h200) is discretised (``bench/discretise.py``:
+a handful of values per knob, chosen per space, or by a generic rule for a space it does not
+name) and run on the simulated engine of the space's ``sim:`` profile with a shortened workload
+(``--prompts`` per tier). The number of distinct launches is printed before any is measured.
+Every distinct launch of the discretised space is measured on ``--replicates`` engine seeds
+(replicates ``a``, ``b``, ...); a launch's true value at a tier is the mean over them, and only
+a launch feasible at that tier on every seed counts there. Feasible at a tier is what ``tune
+run``'s per-tier recommendations read: every request of the tier served and the tier's own SLOs
+met, so a config that misses the TTFT SLO at c20 can still be the answer at c1. That exhaustive
+table gives each tier's true best config and the configs within ``--tolerance`` of it. One seed
+is not enough: at some tiers a single measurement varies by about as much as the tolerance, so
+a one-seed "best" is largely the luckiest draw, and a search would be scored on finding that
+draw rather than the config. Then each method searches the same space for ``--seeds`` seeds,
+``--budget`` launches each:
 
 - ``tune``: the study's default sampler (``tuner.samplers.registry``), one objective per tier, the
   loop's constraints (rules, engine, failed_requests, slo), the baseline first;
@@ -25,13 +27,16 @@ A launch shows a method one noisy draw: one of the replicates, picked at random 
 in ``tune run``, configs that break a rule and configs rendering to a launch already made cost
 no launch. After each launch a method's pick for a tier is its best observed value among the
 launches feasible at that tier; the figure is the number of launches until that pick is truly
-(replicate mean) within the tolerance of the tier's best. The table prints each method's
+(replicate mean) within the tolerance of the tier's best, and a search stops once it has
+reached every tier, since later launches change no figure. The table prints each method's
 median over seeds, random's median over tune's, and that ratio's 90% interval when the seeds
 are resampled (bootstrap): with ten seeds a ratio near a bar can sit well inside its noise.
-Measurements are cached under results/bench/ keyed by the engine config the simulator
-resolves, the workload and the simulator's source, so reruns skip the exhaustive sweep.
+Measurements are cached under results/bench/ keyed by the discretised space (its knobs,
+rules, workload and engine profile, so two spaces never share a table) and the simulator's
+source, each launch by the engine config the simulator resolves, so reruns skip the sweep.
 
-    python bench/sample_efficiency.py [--seeds 10] [--budget 100] [--replicates 4] [--workers 2]
+    python bench/sample_efficiency.py [--space search_spaces/minimax_910c.yaml] [--seeds 10]
+        [--budget 100] [--replicates 4] [--workers 2]
 
 ``--trace SEED`` instead prints one search of the first of ``--methods`` launch by launch: the
 knob values, the outcome, each launch's true value over each tier's best, and where each tier
@@ -57,14 +62,15 @@ from typing import Any
 
 import numpy as np
 import optuna
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.discretise import bench_space, default_prompts  # noqa: E402
 from launchers.simengine import EngineRefused, load_profile  # noqa: E402
 from launchers.simengine.config import resolve  # noqa: E402
 from objectives.objective import get_objective  # noqa: E402
+from tuner.errors import StudyError  # noqa: E402
 from tuner.record.trial import CONSTRAINT_KEYS, write_tier_ok  # noqa: E402
 from tuner.run.trial import TrialRunner  # noqa: E402
 from tuner.samplers.registry import (  # noqa: E402
@@ -79,35 +85,9 @@ from tuner.space.schema import Space  # noqa: E402
 
 SPACE = REPO / "search_spaces" / "minimax_h200.yaml"
 CACHE_DIR = REPO / "results" / "bench"
-DISCRETE: dict[str, list[Any]] = {  # knobs not listed keep every value the space gives them
-    "max_num_batched_tokens": [8192, 32768, 131072, 262144],
-    "long_prefill_token_threshold": [0, 6000],
-    "max_num_seqs": [16, 64, 256],
-    "num_speculative_tokens": [0, 3],
-    # Held at one value, so the landscape keeps the size the sampler was developed on.
-    "gpu_memory_utilization": [0.92],
-    "kv_cache_dtype": ["auto"],
-    "cudagraph_mode": ["FULL_AND_PIECEWISE"],
-}
 Record = dict[str, Any]  # values (per tier), constraints, failure_kind, tier_ok (per tier)
+Goal = tuple[list[dict[str, float]], float, bool]  # each tier's truth, the tolerance, maximize
 RECORD_FORMAT = "tier_ok"  # in the cache key: tables written before it lack per-tier feasibility
-
-
-def bench_space(prompts: int, seed: int = 0) -> Space:
-    """The discretised minimax_h200 space on the simulated engine, ``prompts`` per tier."""
-    data = yaml.safe_load(SPACE.read_text())  # the schema reads YAML's on/off keys back
-    data["target"] = {"kind": "sim", **(data.get("sim") or {})}
-    for name, values in DISCRETE.items():
-        p = data["parameters"][name]
-        for key in ("low", "high", "log", "step"):
-            p.pop(key, None)
-        p.update(type="categorical", choices=values)
-        if p.get("default") not in values:  # the engine's own default is not on the grid:
-            p["default"] = values[-1] if name == "max_num_seqs" else values[0]
-            p.pop("unset", None)  # every value is then rendered, the default included
-    data["workload"].update(num_prompts=prompts, warmup=1)
-    data["study"]["seed"] = seed
-    return Space.model_validate(data)
 
 
 def launch_key(space: Space, values: dict[str, Any]) -> str:
@@ -140,12 +120,17 @@ def replicate_names(n: int) -> list[str]:
 
 
 def _init_worker(
-    prompts: int, table: dict[str, Record], replicates: Sequence[str] = ("a",)
+    path: Path,
+    prompts: int,
+    table: dict[str, Record],
+    replicates: Sequence[str] = ("a",),
+    goal: Goal | None = None,
 ) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    space = bench_space(prompts)
-    _W.update(space=space, table=table, dir=Path(tempfile.mkdtemp(prefix="sample_eff_")))
+    space = bench_space(path, prompts)
+    _W.update(space=space, path=path, table=table, dir=Path(tempfile.mkdtemp(prefix="sample_eff_")))
     _W["replicates"] = list(replicates)
+    _W["goal"] = goal
     _W["runner"] = TrialRunner(space, get_objective(space.study.objective or ""), 60.0)
 
 
@@ -181,7 +166,7 @@ def _lookup(key: str, values: dict[str, Any], replicate: str, new: dict[str, Rec
 def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record]], dict]:
     """One method, one seed: the launches it made, in order, with what it observed."""
     method, seed, budget = job
-    space = bench_space(_W["space"].workload.num_prompts, seed)
+    space = bench_space(_W["path"], _W["space"].workload.num_prompts, seed)
     objective = get_objective(space.study.objective or "")
     sampler = make_sampler(DEFAULT_SAMPLER if method == "tune" else method, space)
     directions = [objective.direction] * len(space.workload.tiers)
@@ -215,7 +200,7 @@ def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record
         return list(rec["values"])
 
     for _ in range(budget * 20):  # rules and duplicates are free, but bounded
-        if len(launches) >= budget:
+        if len(launches) >= budget or reached_all(launches, _W["goal"]):
             break
         study.optimize(run_trial, n_trials=1)
     return method, seed, launches, new
@@ -272,6 +257,17 @@ def trials_to_reach(
         if pick is not None and pick[1] in truth and within(truth[pick[1]], best, tol, maximize):
             return n
     return None
+
+
+def reached_all(launches: Sequence[tuple[str, Record]], goal: Goal | None) -> bool:
+    """Whether every tier's pick has come truly within the tolerance: a search can stop there,
+    since no later launch changes a figure the table prints (each is the first launch that
+    reached). Without a goal (``--trace``), a search spends its whole budget."""
+    if goal is None:
+        return False
+    truth, tol, maximize = goal
+    reached = (trials_to_reach(launches, t, i, tol, maximize) for i, t in enumerate(truth))
+    return all(n is not None for n in reached)
 
 
 def trace_rows(
@@ -331,18 +327,26 @@ def all_points(space: Space) -> list[dict[str, Any]]:
     return [p for p in points if not violated_rules(space, p)]
 
 
-def exhaustive(
-    space: Space, table: dict[str, Record], workers: int, prompts: int, replicates: Sequence[str]
-) -> list[str]:
-    """Measure every distinct launch of the space on every replicate; returns the launch keys."""
+def distinct_launches(space: Space) -> dict[str, dict[str, Any]]:
+    """One point per distinct launch the rules allow, by launch key."""
     keyed: dict[str, dict[str, Any]] = {}
     for point in all_points(space):
         keyed.setdefault(launch_key(space, point), point)
+    return keyed
+
+
+def exhaustive(
+    space: Space, table: dict[str, Record], workers: int, path: Path, replicates: Sequence[str]
+) -> list[str]:
+    """Measure every distinct launch of the space on every replicate; returns the launch keys."""
+    keyed = distinct_launches(space)
+    print(f"{path.stem}: {len(keyed)} distinct launches", file=sys.stderr)
     todo = [(k, p, r) for r in replicates for k, p in keyed.items() if f"{r}|{k}" not in table]
     if todo:
         print(f"measuring {len(todo)} launches (exhaustive sweep)...", file=sys.stderr)
         start = time.perf_counter()
-        with multiprocessing.Pool(workers, _init_worker, (prompts, {})) as pool:
+        init = (path, space.workload.num_prompts, {})
+        with multiprocessing.Pool(workers, _init_worker, init) as pool:
             for i, (name, rec) in enumerate(pool.imap_unordered(_measure_job, todo, 8), 1):
                 table[name] = rec
                 if i % 200 == 0:
@@ -353,10 +357,15 @@ def exhaustive(
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--space", type=Path, default=SPACE, help="A space the simulated engine serves."
+    )
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--budget", type=int, default=100, help="Launches per method and seed.")
     ap.add_argument("--methods", default="tune,random,grid", help=f"tune, {', '.join(SAMPLERS)}")
-    ap.add_argument("--prompts", type=int, default=40, help="Measured requests per tier.")
+    ap.add_argument(
+        "--prompts", type=int, default=None, help="Measured requests per tier (per space)."
+    )
     ap.add_argument("--tolerance", type=float, default=0.03)
     ap.add_argument(
         "--replicates", type=int, default=4, help="Engine seeds behind each true value."
@@ -370,18 +379,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Instead, print one search (the first method, this seed) launch by launch.",
     )
     args = ap.parse_args(argv)
+    if args.prompts is None:
+        args.prompts = default_prompts(args.space)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    space = bench_space(args.prompts)
+    space = bench_space(args.space, args.prompts)
     objective = get_objective(space.study.objective or "")
+    methods = args.methods.split(",")
+    if problem := unavailable(methods, space):
+        print(problem, file=sys.stderr)
+        return 2
     path = cache_path(space)
     table: dict[str, Record] = json.loads(path.read_text()) if path.exists() else {}
     replicates = replicate_names(args.replicates)
-    keys = exhaustive(space, table, args.workers, args.prompts, replicates)
+    keys = exhaustive(space, table, args.workers, args.space, replicates)
     save(path, table)
     truth = truths(table, keys, len(space.workload.tiers), replicates)
-    methods = args.methods.split(",")
     if args.trace is not None:
-        _init_worker(args.prompts, table, replicates)
+        _init_worker(args.space, args.prompts, table, replicates)
         _, _, launches, _ = _search((methods[0], args.trace, args.budget))
         rows = trace_rows(launches, truth, args.tolerance, objective.direction == "maximize")
         print(render_trace(rows, space.workload.tiers))
@@ -389,7 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = [(m, seed, args.budget) for m in methods for seed in range(args.seeds)]
     runs: dict[str, list[list[tuple[str, Record]]]] = {m: [] for m in methods}
     start = time.perf_counter()
-    init = (args.prompts, table, replicates)
+    goal = (truth, args.tolerance, objective.direction == "maximize")
+    init = (args.space, args.prompts, table, replicates, goal)
     with multiprocessing.Pool(args.workers, _init_worker, init) as pool:
         for i, (method, seed, launches, new) in enumerate(pool.imap_unordered(_search, jobs), 1):
             runs[method].append(launches)
@@ -400,6 +415,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(header(space, keys, truth, objective.name, args, time.perf_counter() - start))
     print(results_table(space, runs, truth, args, objective.direction == "maximize"))
     return 0
+
+
+def unavailable(methods: Sequence[str], space: Space) -> str | None:
+    """Why a method cannot search here (an unknown name, ``gp`` without torch), found by
+    building its sampler once: before the sweep, not in a worker after it."""
+    for method in methods:
+        try:
+            make_sampler(DEFAULT_SAMPLER if method == "tune" else method, space)
+        except StudyError as e:
+            return f"--methods {method}: {e}"
+    return None
 
 
 def save(path: Path, table: dict[str, Record]) -> None:
@@ -418,9 +444,10 @@ def header(
     grid = grid_values(space)
     size = math.prod(len(v) for v in grid.values())
     lines = [
-        f"space: minimax_h200 discretised to {size} points, {len(all_points(space))} obeying "
+        f"space: {args.space.stem} discretised to {size} points, {len(all_points(space))} obeying "
         f"the rules, {len(keys)} distinct launches ({sum(k.startswith('refused') for k in keys)} "
-        f"refused at start-up); {args.prompts} prompts per tier on the simulated h200x4 engine",
+        f"refused at start-up); {args.prompts} prompts per tier on the simulated "
+        f"{space.target.settings()['profile']} engine",
         f"objective {name}; {args.seeds} seeds x budget {args.budget} launches per method; "
         f"searches took {search_s:.0f} s",
         "",
