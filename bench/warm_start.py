@@ -49,8 +49,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.discretise import DISCRETE as DISCRETE_BY_SPACE  # noqa: E402
 from bench.sample_efficiency import (  # noqa: E402
-    DISCRETE,
     SPACE,
     Record,
     all_points,
@@ -115,7 +115,7 @@ def space_data(prompts: int, seed: int = 0, narrow: dict[str, list[Any]] | None 
     with ``narrow`` fixing more knobs (a test's small space)."""
     data = yaml.safe_load(SPACE.read_text())
     data["target"] = {"kind": "sim", **(data.get("sim") or {})}
-    for name, values in {**DISCRETE, **(narrow or {})}.items():
+    for name, values in {**DISCRETE_BY_SPACE[SPACE.stem], **(narrow or {})}.items():
         p = data["parameters"][name]
         for key in ("low", "high", "log", "step"):
             p.pop(key, None)

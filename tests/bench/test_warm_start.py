@@ -38,7 +38,7 @@ def test_the_truth_is_the_sample_efficiency_benchmarks_space(
     ws: ModuleType, se: ModuleType
 ) -> None:
     """Same space, so the same cache key: either bench's sweep serves the other."""
-    assert Space.model_validate(ws.space_data(20, 3)) == se.bench_space(20, 3)
+    assert Space.model_validate(ws.space_data(20, 3)) == se.bench_space(se.SPACE, 20, 3)
 
 
 def test_the_misleading_profile_swaps_the_kernels_and_the_helpful_one_is_slower(

@@ -44,6 +44,7 @@ def test_ctrl_c_mid_trial_prints_no_traceback(
     assert "interrupted" in out
 
 
+@pytest.mark.slow  # timed against the interpreter's start-up: alone, not beside other tests
 def test_ctrl_c_while_tune_loads_prints_no_traceback(tmp_path: Path) -> None:
     proc = tune("show", "--study", "nothing", cwd=tmp_path)
     time.sleep(0.3)  # importing its modules (pandas, optuna) takes about a second
