@@ -39,6 +39,7 @@ def test_an_always_500_server_never_saturates_the_client() -> None:
         server.shutdown()
 
 
+@pytest.mark.slow  # a kill timed under load: alone, not beside other tests
 def test_an_engine_killed_under_load_is_the_configs_fault(tmp_path: Path) -> None:
     """The engine serves the warm-up and a few requests, then dies (an OOM kill): the trial is
     measured and infeasible, not an infrastructure fault queued again."""
