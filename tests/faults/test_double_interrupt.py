@@ -40,6 +40,7 @@ def _alive(pgid: int, within_s: float = 3.0) -> bool:
     return True
 
 
+@pytest.mark.slow  # raises SIGINT in the test process: alone, not in a test worker
 def test_a_second_interrupt_during_the_grace_still_kills_the_engine(tmp_path: Path) -> None:
     launcher = ProcessLauncher(ProcessSettings.model_validate({"stop_grace_s": 30}))
     config = EngineConfig((sys.executable, "-c", STUBBORN), (), {}, "m", port=free_port())

@@ -195,6 +195,7 @@ def test_settings_refuse_unknown_keys() -> None:
         ProcessSettings.model_validate({"ready_timeout": 5})
 
 
+@pytest.mark.slow  # signals a child run against a 30 s limit: alone, not beside other tests
 @pytest.mark.parametrize(
     ("sig", "phase"),
     [
