@@ -14,12 +14,13 @@ from tuner.export.build import Export, TierExport
 from tuner.export.capacity import CONCURRENCY, CapacityReport, ConfigCapacity
 from tuner.export.capacity_text import (
     bound_text,
-    figure,
     headline,
     load_text,
     metric_label,
     search_path,
+    shown_metric,
     slo_label,
+    spread_text,
 )
 
 
@@ -67,8 +68,7 @@ def _table(report: CapacityReport, export: Export) -> str:
 
 
 def _row(report: CapacityReport, c: ConfigCapacity, note: str) -> Sequence[str]:
-    keys = [s["metric"] for s in report.slos]
-    metric = c.bound_by if c.bound_by in keys else keys[0]
+    metric = shown_metric(report, c)
     return (
         c.label + note,
         "-" if c.trial is None else str(c.trial),
@@ -82,13 +82,8 @@ def _row(report: CapacityReport, c: ConfigCapacity, note: str) -> Sequence[str]:
 
 
 def _spread(c: ConfigCapacity, load: float | None, metric: str, held: bool) -> str:
-    stats = c.spread(load, metric)
-    if stats is None:
-        return "-"
-    med, low, high = (figure(metric, v) for v in stats)
-    good, runs = c.held(load)
-    count = f"held {good} of {runs}" if held else f"broke {runs - good} of {runs}"
-    return f"{metric_label(metric)} {med} [{low} - {high}], {count}"
+    text = spread_text(c, load, metric, held)
+    return text if text == "-" else f"{metric_label(metric)} {text}"
 
 
 def _note(c: ConfigCapacity, export: Export) -> str:

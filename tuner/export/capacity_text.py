@@ -124,19 +124,27 @@ def _row(report: CapacityReport, c: ConfigCapacity) -> str:
         f"{c.label:<16} {trial:>5} {load_text(report, c.capacity):>7} "
         f"{load_text(report, c.above):>7}  {bound_text(report, c)[:24]:<24} "
     )
-    metric = c.bound_by if c.bound_by in _slo_keys(report) else _slo_keys(report)[0]
-    at = _spread(c, c.capacity, metric, "held")
-    return cells + f"{at:<38} {_spread(c, c.above, metric, 'broke')}"
+    metric = shown_metric(report, c)
+    at = spread_text(c, c.capacity, metric, held=True)
+    return cells + f"{at:<38} {spread_text(c, c.above, metric, held=False)}"
 
 
-def _spread(c: ConfigCapacity, load: float | None, metric: str, word: str) -> str:
+def shown_metric(report: CapacityReport, c: ConfigCapacity) -> str:
+    """The SLO metric a config's spread is shown in: the one that bound it, else the first."""
+    keys = _slo_keys(report)
+    return c.bound_by if c.bound_by in keys else keys[0]
+
+
+def spread_text(c: ConfigCapacity, load: float | None, metric: str, held: bool) -> str:
+    """``metric``'s median [min - max] over the runs at ``load``, and how many of them held
+    (``held``) or broke; "-" where nothing was measured there."""
     stats = c.spread(load, metric)
     if stats is None:
         return "-"
     med, low, high = (figure(metric, v) for v in stats)
     good, runs = c.held(load)
-    count = good if word == "held" else runs - good
-    return f"{med} [{low} - {high}], {word} {count} of {runs}"
+    count = f"held {good}" if held else f"broke {runs - good}"
+    return f"{med} [{low} - {high}], {count} of {runs}"
 
 
 def _paths(report: CapacityReport) -> list[str]:
