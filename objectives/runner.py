@@ -66,11 +66,15 @@ def run_benchmark(
     try:
         collect = _collect(results, on_tier)
         if endpoint.virtual is not None:
-            warmed = _warm_virtual(endpoint.virtual, workload, base_dir)
-            if warmed is not None and on_warmup is not None:
-                on_warmup(warmed)
             _run_virtual(
-                endpoint.virtual, workload, slos, collect, base_dir, on_request, first_round
+                endpoint.virtual,
+                workload,
+                slos,
+                collect,
+                base_dir,
+                on_request,
+                on_warmup,
+                first_round,
             )
         elif endpoint.base_url is not None:
             workload = with_vocab(workload, endpoint, base_dir)
@@ -142,8 +146,12 @@ def _run_virtual(
     on_tier: OnTier,
     base_dir: Path | None,
     on_request: OnRequest | None,
+    on_warmup: OnWarmup | None,
     first_round: int,
 ) -> None:
+    warmed = _warm_virtual(engine, workload, base_dir)
+    if warmed is not None and on_warmup is not None:
+        on_warmup(warmed)
     for i, concurrency in enumerate(workload.tiers):
         requests = build_requests(workload, base_dir, round=first_round + i)
         before = engine.server_counters()
