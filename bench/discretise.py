@@ -61,13 +61,22 @@ def default_prompts(path: Path) -> int:
 
 def bench_space(path: Path, prompts: int, seed: int = 0) -> Space:
     """The discretised space on the simulated engine, ``prompts`` per tier."""
+    return Space.model_validate(bench_space_data(path, prompts, seed))
+
+
+def bench_space_data(
+    path: Path, prompts: int, seed: int = 0, narrow: dict[str, list[Any]] | None = None
+) -> dict[str, Any]:
+    """``bench_space`` as YAML data (for a study run from a file), ``narrow`` fixing more
+    knobs to the values given."""
     data = yaml.safe_load(path.read_text())  # the schema reads YAML's on/off keys back
     data["target"] = {"kind": "sim", **(data.get("sim") or {})}
-    for name, values in discretisation(path.stem, data["parameters"]).items():
+    thinned = {**discretisation(path.stem, data["parameters"]), **(narrow or {})}
+    for name, values in thinned.items():
         _pin(data["parameters"][name], values)
     data["workload"].update(num_prompts=prompts, warmup=1)
     data["study"]["seed"] = seed
-    return Space.model_validate(data)
+    return data
 
 
 def discretisation(stem: str, parameters: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:

@@ -135,11 +135,16 @@ def _init_worker(
 
 
 def _measure(values: dict[str, Any], replicate: str) -> Record:
-    config = render_engine_config(_W["space"], values, labels={"trial": replicate})
-    out = _W["runner"].run(config, _W["dir"] / "trial")
-    tiers = _W["space"].workload.tiers
+    return launch_record(_W["runner"], _W["space"], values, replicate, _W["dir"] / "trial")
+
+
+def launch_record(
+    runner: TrialRunner, space: Space, values: dict[str, Any], replicate: str, folder: Path
+) -> Record:
+    """One launch of ``values`` on engine seed ``replicate``, as the exhaustive table holds it."""
+    out = runner.run(render_engine_config(space, values, labels={"trial": replicate}), folder)
     # empty when nothing was measured (a refusal): feasible_at then reads the constraints
-    tier_ok = [bool(out.tier_ok.get(str(c))) for c in tiers] if out.tier_ok else []
+    tier_ok = [bool(out.tier_ok.get(str(c))) for c in space.workload.tiers] if out.tier_ok else []
     return {
         "values": out.values,
         "constraints": out.constraints,

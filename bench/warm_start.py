@@ -49,13 +49,14 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.discretise import DISCRETE as DISCRETE_BY_SPACE  # noqa: E402
+from bench.discretise import bench_space_data  # noqa: E402
 from bench.sample_efficiency import (  # noqa: E402
     SPACE,
     Record,
     all_points,
     cache_path,
     launch_key,
+    launch_record,
     median_cell,
     replicate_names,
     save,
@@ -113,19 +114,7 @@ PRIORS: dict[str, Perturb] = {"helpful": _slower_node, "misleading": _kernels_re
 def space_data(prompts: int, seed: int = 0, narrow: dict[str, list[Any]] | None = None) -> dict:
     """``sample_efficiency.bench_space``'s space as YAML data (a study is run from a file),
     with ``narrow`` fixing more knobs (a test's small space)."""
-    data = yaml.safe_load(SPACE.read_text())
-    data["target"] = {"kind": "sim", **(data.get("sim") or {})}
-    for name, values in {**DISCRETE_BY_SPACE[SPACE.stem], **(narrow or {})}.items():
-        p = data["parameters"][name]
-        for key in ("low", "high", "log", "step"):
-            p.pop(key, None)
-        p.update(type="categorical", choices=values)
-        if p.get("default") not in values:  # as bench_space: the engine default is off-grid
-            p["default"] = values[-1] if name == "max_num_seqs" else values[0]
-            p.pop("unset", None)
-    data["workload"].update(num_prompts=prompts, warmup=1)
-    data["study"]["seed"] = seed
-    return data
+    return bench_space_data(SPACE, prompts, seed, narrow)
 
 
 def perturbed_profile(name: str, folder: Path) -> Path:
@@ -160,13 +149,8 @@ def _init_measure(space: Space) -> None:
 def _measure(job: tuple[str, dict[str, Any], str]) -> tuple[str, Record]:
     """One launch on one engine seed, recorded as ``sample_efficiency``'s table holds it."""
     key, values, replicate = job
-    space = _W["space"]
-    out = _W["runner"].run(
-        render_engine_config(space, values, labels={"trial": replicate}), _W["dir"] / "t"
-    )
-    tier_ok = [bool(out.tier_ok.get(str(c))) for c in space.workload.tiers] if out.tier_ok else []
-    rec = {"values": out.values, "constraints": out.constraints, "kind": out.failure_kind}
-    return f"{replicate}|{key}", {**rec, "tier_ok": tier_ok}
+    record = launch_record(_W["runner"], _W["space"], values, replicate, _W["dir"] / "t")
+    return f"{replicate}|{key}", record
 
 
 def measure_all(
