@@ -138,13 +138,18 @@ class FlakyLauncher(Launcher):
 
     def start(self, config: EngineConfig, trial_dir: Path) -> None:
         assert isinstance(self.settings, FlakySettings)
-        number = int(config.labels["trial"])
-        if number in self.settings.fail_trials and number not in FlakyLauncher.hits:
-            FlakyLauncher.hits.append(number)
-            if self.settings.fault == "interrupt":
-                raise KeyboardInterrupt
-            raise LaunchError("docker daemon unreachable", FailureKind.INFRA)
+        number, hits = int(config.labels["trial"]), type(self).hits
+        if number in self.settings.fail_trials and number not in hits:
+            hits.append(number)
+            raise self.fault()
         self.inner.start(config, trial_dir)
+
+    def fault(self) -> BaseException:
+        """What a chosen trial's first start raises."""
+        assert isinstance(self.settings, FlakySettings)
+        if self.settings.fault == "interrupt":
+            return KeyboardInterrupt()
+        return LaunchError("docker daemon unreachable", FailureKind.INFRA)
 
     def wait_ready(self, timeout_s: float) -> Endpoint:
         return self.inner.wait_ready(timeout_s)
