@@ -54,10 +54,11 @@ def _additive(space: Space, prior: Prior | None = None) -> optuna.samplers.BaseS
 
 def _gp(space: Space) -> optuna.samplers.BaseSampler:
     try:
-        import torch  # noqa: F401  (GPSampler needs it; tell the user before the study starts)
-    except ImportError:
+        import scipy  # noqa: F401  (GPSampler needs both; tell the user before the study starts)
+        import torch  # noqa: F401
+    except ImportError as err:
         raise StudyError(
-            "--sampler gp needs torch: pip install 'tune[gp]' (or torch==2.13.0, CPU wheel)"
+            f"--sampler gp needs torch and scipy ({err.name} is missing): pip install -e '.[gp]'"
         ) from None
     return optuna.samplers.GPSampler(seed=space.study.seed, n_startup_trials=STARTUP_TRIALS)
 

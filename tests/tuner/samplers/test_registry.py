@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +52,18 @@ def test_every_sampler_runs_a_study(name: str, space_file: Path, tmp_path: Path)
     assert all(r.trial is not None for r in summary.recommendations)
 
 
-def test_gp_needs_torch(small_space: dict[str, Any]) -> None:
-    if importlib.util.find_spec("torch") is None:
-        with pytest.raises(StudyError, match="--sampler gp needs torch"):
+def test_gp_needs_torch_and_scipy(small_space: dict[str, Any]) -> None:
+    if any(importlib.util.find_spec(m) is None for m in ("torch", "scipy")):
+        with pytest.raises(StudyError, match=r"needs torch and scipy .*pip install -e '\.\[gp\]'"):
             make_sampler("gp", space_of(small_space))
     else:
         assert isinstance(make_sampler("gp", space_of(small_space)), optuna.samplers.GPSampler)
+
+
+def test_the_gp_extra_the_error_names_brings_both() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    extra = pyproject["project"]["optional-dependencies"]["gp"]
+    assert {re.split(r"[<>=]", req)[0] for req in extra} == {"torch", "scipy"}
 
 
 def test_grid_walks_every_valid_point_once_after_the_baseline(
