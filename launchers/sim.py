@@ -38,7 +38,7 @@ from tuner.errors import FailureKind, LaunchError
 class SimSettings(LauncherSettings):
     """``target:`` settings of a space whose engine is simulated."""
 
-    profile: str = Field("h200x4", description="Hardware profile: h200x4 or 910c")
+    profile: str = Field("h200x4", description="Hardware profile: h200x4, 910c or cpu")
     profile_file: Path | None = Field(
         None,
         description="A profile YAML of one's own in place of the named one (every field of a "

@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantization", "-q", default=None)
     p.add_argument("--additional-config", type=_json, default={})
     p.add_argument("--compilation-config", "-O", default=None)
+    p.add_argument("--optimization-level", type=int, choices=range(4), default=None)
     p.add_argument("--attention-backend", default=None)
     p.add_argument("--moe-backend", default="auto")
     p.add_argument("--max-num-batched-tokens", type=_int_tokens, default=None)

@@ -37,6 +37,7 @@ KNOWN_ATTENTION = {
     "TORCH_SDPA",
     "XFORMERS",
     "ASCEND",
+    "CPU_ATTN",
 }
 KNOWN_MOE = {
     "auto",
@@ -71,6 +72,7 @@ class SimConfig:
     fast_load: bool
     knobs: Knobs
     hccl_buffsize_mb: int
+    kv_space_gib: float | None  # VLLM_CPU_KVCACHE_SPACE on a cpu profile (None: unset)
     notes: tuple[str, ...]  # warnings vLLM would log at start-up
     non_default: dict[str, object] = field(default_factory=dict)  # the flags as parsed
 
@@ -118,6 +120,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> Si
         fast_load=ns.load_format == "fastsafetensors" or e.flag("SAFETENSORS_FAST_GPU", False),
         knobs=knobs,
         hccl_buffsize_mb=e.int("HCCL_BUFFSIZE", d.hccl_buffsize_mb),
+        kv_space_gib=_kv_space(e, profile),
         notes=tuple(notes),
         non_default=non_default_args(ns),
     )
@@ -139,7 +142,9 @@ def _graphs(ns: argparse.Namespace, seqs: int, spec_k: int, profile: Profile) ->
     default = min(2 * seqs * (1 + spec_k), 512)
     top = cc.get("max_cudagraph_capture_size") or ns.max_cudagraph_capture_size
     top = max(sizes) if sizes else int(top or default)
-    return {"cudagraph_mode": "NONE" if ns.enforce_eager else mode, "max_capture": top}
+    # -O0 compiles nothing and captures nothing, as --enforce-eager.
+    eager = ns.enforce_eager or ns.optimization_level == 0
+    return {"cudagraph_mode": "NONE" if eager else mode, "max_capture": top}
 
 
 def _compilation_json(text: str) -> dict[str, Any]:
@@ -192,7 +197,19 @@ def _check_scheduler(
 
 
 def _device_word(profile: Profile) -> str:
-    return "GPU" if profile.hardware.platform == "cuda" else "NPU"
+    return {"cuda": "GPU", "cpu": "CPU"}.get(profile.hardware.platform, "NPU")
+
+
+def _kv_space(e: Env, profile: Profile) -> float | None:
+    """The CPU build sizes its KV cache from VLLM_CPU_KVCACHE_SPACE (GiB), not from memory
+    utilization (vllm/platforms/cpu.py)."""
+    if profile.hardware.platform != "cpu":
+        return None
+    raw = e.str("VLLM_CPU_KVCACHE_SPACE")
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        raise _refuse(f"ValueError: could not convert string to float: {raw!r}") from None
 
 
 def _attention(flag: str | None, e: Env, profile: Profile, notes: list[str]) -> str:
@@ -211,7 +228,8 @@ def _attention(flag: str | None, e: Env, profile: Profile, notes: list[str]) -> 
             f"(platform {profile.hardware.platform}); valid: "
             f"{', '.join(sorted(profile.attention_backends))}"
         )
-    notes.append(f"Using {name} attention backend.")
+    if profile.hardware.platform != "cpu":  # the CPU build logs no backend choice
+        notes.append(f"Using {name} attention backend.")
     return name
 
 
@@ -233,7 +251,8 @@ def _moe(flag: str, e: Env, profile: Profile, ep: bool, notes: list[str]) -> str
     if name == "deep_gemm" and not ep:
         notes.append("DeepGEMM MoE needs N > 512 per expert shard: using Triton fused MoE.")
         name = "triton" if "triton" in profile.moe_backends else name
-    notes.append(f"Using {name} MoE kernels.")
+    if profile.model.experts > 1:  # a dense model's one "expert" is its MLP: nothing to log
+        notes.append(f"Using {name} MoE kernels.")
     return name
 
 

@@ -159,10 +159,12 @@ class EngineCore:
     def _alphas(self, reqs: Sequence[SimRequest]) -> np.ndarray:
         """Each request's per-token acceptance: a prompt-lookup drafter (n-gram, suffix) only
         proposes what its context repeats, so its rate scales with the context's share of
-        recurring n-grams (``draft_match``); a draft model's does not."""
+        recurring n-grams (``draft_match``), or with the model's repetition of its own output
+        where that is higher; a draft model's does not."""
         if not self.lookup:
             return np.full(len(reqs), self.alpha)
-        return np.array([self.alpha * r.draft_match for r in reqs], dtype=float)
+        repeat = self.model.p.model.output_repeat
+        return np.array([self.alpha * max(r.draft_match, repeat) for r in reqs], dtype=float)
 
     def _accepted(self, alphas: np.ndarray) -> np.ndarray:
         """Accepted draft tokens per verification: leading successes of k Bernoulli draws."""

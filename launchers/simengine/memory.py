@@ -30,9 +30,17 @@ class MemoryPlan:
     kv_tokens: int
     num_blocks: int
     oom_under_load: bool  # too little left outside the budget for load-time peaks
+    budget: float = 0.0  # the memory the pool was carved from
 
     def lines(self, cfg: SimConfig) -> list[str]:
         conc = self.kv_tokens / cfg.max_model_len
+        if cfg.kv_space_gib is not None:  # the CPU build's own two lines
+            return [
+                f"Explicitly set ({cfg.kv_space_gib}/{self.budget / GIB:.2f}) GiB for KV cache "
+                "on node 0.",
+                f"CPU KV cache size: {self.kv_tokens:,} tokens, Maximum concurrency for "
+                f"{cfg.max_model_len:,} tokens per request: {conc:.2f}x",
+            ]
         return [
             f"Model loading took {self.weights / GIB:.2f} GiB memory",
             f"Available KV cache memory: {self.kv_pool / GIB:.2f} GiB",
@@ -54,6 +62,9 @@ def plan_memory(cfg: SimConfig, profile: Profile) -> MemoryPlan:
         raise _oom_loading(profile, hbm, weights + runtime)
     act = mem.activation_kb_per_token * 1e3 * cfg.max_num_batched_tokens
     pool = budget - weights - runtime - act
+    if cfg.kv_space_gib is not None:  # the CPU build takes the size it is told
+        pool, budget = cfg.kv_space_gib * GIB, hbm
+
     if pool <= 0:
         raise EngineRefused(
             "ValueError: No available memory for the cache blocks. Try increasing "
@@ -66,11 +77,12 @@ def plan_memory(cfg: SimConfig, profile: Profile) -> MemoryPlan:
     if tokens < cfg.max_model_len:
         raise _too_small(cfg, pool, per_token, tokens)
     headroom = (1 - cfg.gpu_memory_utilization) * hbm
-    return MemoryPlan(weights, act, pool, tokens, blocks, headroom < mem.headroom_gb * 1e9)
+    oom = headroom < mem.headroom_gb * 1e9
+    return MemoryPlan(weights, act, pool, tokens, blocks, oom, budget)
 
 
 def _oom_loading(profile: Profile, hbm: float, need: float) -> EngineRefused:
-    dev = "CUDA" if profile.hardware.platform == "cuda" else "NPU"
+    dev = {"cuda": "CUDA", "cpu": "CPU"}.get(profile.hardware.platform, "NPU")
     return EngineRefused(
         f"torch.OutOfMemoryError: {dev} out of memory. Tried to allocate 1.50 GiB. Device 0 "
         f"has a total capacity of {hbm / GIB:.2f} GiB; the model needs {need / GIB:.2f} GiB "

@@ -168,7 +168,7 @@ class StepModel:
         flops = 2 * touched * self.expert_params * (rows_t + be.half_rows)
         # Without expert parallel every expert is split N/TP ways (1536/4 = 384 columns):
         # narrow tiles run at a lower fraction of peak.
-        shard = 1.0 if self.k.expert_parallel else TP_SHARD_MOE_EFF
+        shard = 1.0 if self.k.expert_parallel or self.devices == 1 else TP_SHARD_MOE_EFF
         compute = flops / (self.peak8 * be.gemm_eff * shard)
         return max(read / shard, compute) + m.layers * be.layer_us * 1e-6
 

@@ -24,7 +24,10 @@ class _Strict(BaseModel):
 class Hardware(_Strict):
     """One node's accelerators (per-device figures) and the links between them."""
 
-    platform: str = Field(description="cuda or ascend: decides which backends exist")
+    platform: str = Field(
+        description="cuda, ascend or cpu: decides which backends exist and how the KV cache "
+        "is sized (on cpu: VLLM_CPU_KVCACHE_SPACE GiB)"
+    )
     accelerator: str = Field(description="Device name as the engine logs it")
     devices: int = Field(description="Devices the engine spans (tensor parallel size)")
     hbm_gb: float = Field(description="HBM per device, GB (1e9 bytes)")
@@ -51,6 +54,13 @@ class ModelShape(_Strict):
     max_model_len: int = Field(description="Longest context the model supports")
     weight_bytes: float = Field(description="Bytes per weight as served (1 for FP8/W8A8)")
     total_params_b: float = Field(description="Total parameters, billions (weights in HBM)")
+    output_repeat: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Share of its own output the model repeats from what it generated before: "
+        "what a context-lookup drafter finds whatever the prompt (1: loops on one token)",
+    )
 
 
 class Memory(_Strict):
