@@ -15,6 +15,7 @@ and on request fails the way vLLM does at start-up. Flags starting ``--x-`` stee
 --x-alloc-mb N       allocate N MiB during start-up (meets a container memory limit)
 --x-child            spawn a child process that lives as long as the group
 --x-ignore-sigterm   keep running on SIGTERM (stop must escalate to SIGKILL)
+--x-itl-ms MS        pause MS between streamed tokens, as an engine's decode step does
 
 ``--api-key KEY`` is vLLM's own flag: every ``/v1`` path then answers 401 unless the request
 carries ``Authorization: Bearer KEY`` (``/health`` stays open, as in vLLM).
@@ -49,6 +50,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, dict[str, object]]:
     parser.add_argument("--x-alloc-mb", type=int, default=0)
     parser.add_argument("--x-child", action="store_true")
     parser.add_argument("--x-ignore-sigterm", action="store_true")
+    parser.add_argument("--x-itl-ms", type=float, default=0.0)
     args, rest = parser.parse_known_args(argv)
     return args, engine_args(rest)
 
@@ -103,7 +105,9 @@ def start_up(args: argparse.Namespace, extra: dict[str, object]) -> None:
         time.sleep(1)
 
 
-def handler(model: str, api_key: str | None = None) -> type[BaseHTTPRequestHandler]:
+def handler(
+    model: str, api_key: str | None = None, itl_ms: float = 0.0
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
             log(format % args)
@@ -150,6 +154,7 @@ def handler(model: str, api_key: str | None = None) -> type[BaseHTTPRequestHandl
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
             for _ in range(n):
+                time.sleep(itl_ms / 1000)
                 chunk = {"choices": [{"index": 0, "text": "x", "finish_reason": None}]}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
@@ -174,7 +179,8 @@ def main() -> None:
         signal.signal(signal.SIGTERM, lambda *_: log("SIGTERM ignored"))
     start_up(args, extra)
     served = args.served_model_name or args.model
-    server = ThreadingHTTPServer((args.host, args.port), handler(served, args.api_key))
+    serving = handler(served, args.api_key, args.x_itl_ms)
+    server = ThreadingHTTPServer((args.host, args.port), serving)
     log(f"Started server process; listening on http://{args.host}:{args.port}")
     server.serve_forever()
 

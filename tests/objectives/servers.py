@@ -35,12 +35,15 @@ def vllm_like_server(*args: str) -> Iterator[str]:
 @contextmanager
 def keyed_server(api_key: str, model: str = "m") -> Iterator[str]:
     """tests/launchers/loopback_engine.py started with ``--api-key``: every /v1 path answers
-    401 without ``Authorization: Bearer <api_key>``; yields its base URL."""
+    401 without ``Authorization: Bearer <api_key>``; yields its base URL. Tokens come 5 ms
+    apart: a server that streams as fast as the socket takes them leaves the client, not the
+    server, the limit of every tier, which the benchmark rightly refuses to count."""
     script = ROOT / "tests" / "launchers" / "loopback_engine.py"
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     argv = [sys.executable, str(script), model, "--port", str(port), "--api-key", api_key]
+    argv += ["--x-itl-ms", "5"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

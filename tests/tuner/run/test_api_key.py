@@ -30,6 +30,8 @@ def endpoint_space(url: str, **target: Any) -> dict[str, Any]:
     space["parameters"], space["rules"], space["base"] = {}, [], {}
     space["workload"]["dataset"]["vocab_size"] = 500
     space["workload"]["tiers"] = [1]
+    # The client shares the test machine's cores with other tests.
+    space["workload"]["client_lag_limit_ms"] = 200
     return space
 
 
