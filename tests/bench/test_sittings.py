@@ -1,0 +1,64 @@
+"""Real figures of several sittings of the cpu profile's bench: pooled, and how far they agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bench import sittings as st
+
+SHOWN = ("median_tpot_ms", "output_throughput")
+
+
+def figs(tpot: float, thr: float) -> dict[str, float]:
+    return {"median_tpot_ms": tpot, "output_throughput": thr}
+
+
+def test_spearman_is_the_rank_correlation() -> None:
+    assert st.spearman([1, 2, 3, 4], [10, 30, 31, 90]) == pytest.approx(1.0)
+    assert st.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert np.isnan(st.spearman([1, 2], [2, 1]))  # two configs rank nothing
+
+
+def test_pooling_takes_the_geometric_mean_of_every_pass_of_a_config() -> None:
+    one = {
+        "calibration": {"d/short": {"1": figs(4.0, 100.0), "4": figs(8.0, 50.0)}},
+        "calibration_after": {"d/short": {"1": figs(9.0, 100.0)}},
+        "held": {"a": {"2": figs(2.0, 10.0)}},
+    }
+    two = {
+        "calibration": {"d/short": {"1": figs(6.0, 100.0)}},
+        "held": {"a": {"2": figs(8.0, 10.0)}},
+    }
+    pooled = st.pool([one, two])
+    assert pooled["calibration"]["d/short"]["1"]["median_tpot_ms"] == pytest.approx(6.0)
+    assert pooled["calibration"]["d/short"]["4"] == figs(8.0, 50.0)  # measured once: as it is
+    assert pooled["held"]["a"]["2"] == pytest.approx(figs(4.0, 10.0))
+    assert pooled["again"] == {}
+
+
+def test_drift_and_spread_are_read_within_each_sitting() -> None:
+    one: dict[str, Any] = {
+        "calibration": {"d/short": {"1": figs(4.0, 100.0)}},
+        "calibration_after": {"d/short": {"1": figs(5.0, 100.0)}},
+        "held": {"defaults": {"2": figs(10.0, 100.0)}},
+        "again": {"defaults": {"2": figs(12.0, 100.0)}},
+    }
+    drift = {r["metric"]: (r["drift"], r["runs"]) for r in st.drift_rows([one], SHOWN)}
+    assert drift == {"median_tpot_ms": (pytest.approx(0.25), 1), "output_throughput": (0.0, 1)}
+    spread = {r["metric"]: r["spread"] for r in st.spread_rows([one], SHOWN)}
+    assert spread == {"median_tpot_ms": pytest.approx(0.2), "output_throughput": 0.0}
+    assert st.drift_rows([{"calibration": one["calibration"]}], SHOWN) == []
+
+
+def test_the_real_engine_ranked_against_itself_between_sittings() -> None:
+    a = {"held": {c: {"2": figs(t, 1.0)} for c, t in zip("wxyz", [1, 2, 3, 4], strict=True)}}
+    b = {"held": {c: {"2": figs(t, 1.0)} for c, t in zip("wxyz", [1, 2, 4, 3], strict=True)}}
+    c = {"held": {c: {"2": figs(t, 1.0)} for c, t in zip("wxyz", [4, 3, 2, 1], strict=True)}}
+    rho = {r["metric"]: r["spearman"] for r in st.self_rank_rows([a, b], SHOWN)}
+    assert rho["median_tpot_ms"] == pytest.approx(0.8)
+    three = {r["metric"]: r["spearman"] for r in st.self_rank_rows([a, b, c], SHOWN)}
+    assert three["median_tpot_ms"] == pytest.approx((0.8 - 1.0 - 0.8) / 3)
+    assert st.self_rank_rows([a], SHOWN) == []  # one sitting says nothing about itself
