@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import entry
 from objectives.objective import Objective, get_objective
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError, TunerError
@@ -172,8 +173,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except TunerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
+    entry.run(main)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import entry
 from bench.llamacpp_recommendation import INFRA_TRIES, SHOWN, compare, run_fresh
 from objectives.objective import get_objective
 from tuner.errors import TunerError
@@ -133,8 +134,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except TunerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
+    entry.run(main)

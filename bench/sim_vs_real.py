@@ -42,8 +42,16 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import entry
 from bench.llamacpp_recommendation import run_fresh
-from bench.sittings import drift_rows, pool, self_rank_rows, spearman, spread_rows
+from bench.sittings import (
+    drift_rows,
+    pool,
+    read_sitting,
+    self_rank_rows,
+    spearman,
+    spread_rows,
+)
 from objectives.objective import get_objective
 from tuner.errors import TunerError
 from tuner.run.trial import TrialRunner
@@ -331,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     space = load_space(SPACE)
     args.out.mkdir(parents=True, exist_ok=True)
-    sittings = [json.loads(p.read_text()) for p in args.measured or []]
+    sittings = [read_sitting(p) for p in args.measured or []]
     latest = measure_all(space, args.out, sittings.pop() if sittings else {})
     sittings.append(latest)
     real = pool(sittings)
@@ -375,8 +383,4 @@ def write_profile(fitted: dict[str, float]) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except TunerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(err.exit_code) from None
+    entry.run(main)

@@ -11,11 +11,15 @@ expected to reach against one of them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tuner.errors import TunerError
 
 Figures = dict[str, dict[str, dict[str, float]]]  # config -> tier -> metric -> value
 Rows = list[dict[str, Any]]
@@ -25,6 +29,19 @@ PASSES = {
     "held": ("held",),
     "again": ("again",),
 }
+
+
+def read_sitting(path: Path) -> dict[str, Any]:
+    """One sitting's figures (a ``measured.json``), or one line saying why not."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise TunerError(f"cannot read {path} ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise TunerError(f"{path} is not a measured.json: {err}") from None
+    if not isinstance(data, dict) or not set(data) <= {*PASSES, "calibration_after"}:
+        raise TunerError(f"{path} is not a measured.json: parts {sorted(data)}")
+    return data
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from bench import sittings as st
+from tuner.errors import TunerError
 
 SHOWN = ("median_tpot_ms", "output_throughput")
 
@@ -62,3 +64,14 @@ def test_the_real_engine_ranked_against_itself_between_sittings() -> None:
     three = {r["metric"]: r["spearman"] for r in st.self_rank_rows([a, b, c], SHOWN)}
     assert three["median_tpot_ms"] == pytest.approx((0.8 - 1.0 - 0.8) / 3)
     assert st.self_rank_rows([a], SHOWN) == []  # one sitting says nothing about itself
+
+
+def test_a_sitting_that_cannot_be_read_is_one_line_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(TunerError, match=r"cannot read .*none\.json"):
+        st.read_sitting(tmp_path / "none.json")
+    (tmp_path / "other.json").write_text('{"trials": []}')
+    with pytest.raises(TunerError, match=r"not a measured\.json"):
+        st.read_sitting(tmp_path / "other.json")
+    kept = tmp_path / "kept.json"
+    kept.write_text('{"held": {"a": {"2": {"median_tpot_ms": 3.0}}}}')
+    assert st.read_sitting(kept)["held"]["a"]["2"]["median_tpot_ms"] == 3.0
