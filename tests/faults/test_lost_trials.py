@@ -23,6 +23,7 @@ from tests.faults.broken import ERRORS, BrokenLauncher
 from tests.faults.procs import finish, load, of_state, running, sqlite_url, tune
 from tests.tuner.conftest import write_yaml
 from tests.tuner.run.test_worker import wait_for
+from tuner.record.trial import lost_params
 from tuner.run.context import prepare
 from tuner.run.join import join_study, run_options
 from tuner.run.loop import WORKER_ATTR
@@ -56,7 +57,9 @@ def assert_baseline_measured_again(study: Any, lost: int) -> None:
     again = [t for t in study.trials if t.user_attrs.get("requeued_from") == lost]
     assert [t.state for t in again] == [TrialState.COMPLETE]
     assert again[0].user_attrs["baseline"] is True
-    assert again[0].params == study.trials[lost].params
+    # The lost trial may have been killed before its first suggest: its config is then only
+    # in its queue entry, which lost_params reads.
+    assert again[0].params == lost_params(study.trials[lost])
 
 
 def test_a_killed_runs_trial_is_queued_again_at_once(space_file: Path, tmp_path: Path) -> None:
