@@ -44,12 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import entry
 from bench.llamacpp_recommendation import run_fresh
+from bench.ranks import spearman
 from bench.sittings import (
     drift_rows,
     pool,
     read_sitting,
     self_rank_rows,
-    spearman,
     spread_rows,
 )
 from objectives.objective import get_objective
@@ -279,7 +279,12 @@ def rank_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def render(rows: list[dict[str, Any]], fitted: dict[str, float], sittings: list[Any]) -> str:
+def render(
+    rows: list[dict[str, Any]],
+    ranks: list[dict[str, Any]],
+    fitted: dict[str, float],
+    sittings: list[Any],
+) -> str:
     lines = [f"{'config':<15} {'tier':>4} {'metric':<18} {'predicted':>10} {'measured':>10} error"]
     for r in rows:
         lines.append(
@@ -288,7 +293,7 @@ def render(rows: list[dict[str, Any]], fitted: dict[str, float], sittings: list[
         )
     lines += ["", *error_lines(rows), ""]
     own = {(r["tier"], r["metric"]): r["spearman"] for r in self_rank_rows(sittings, SHOWN)}
-    for r in rank_rows(rows):
+    for r in ranks:
         mine = own.get((r["tier"], r["metric"]))
         against = f" (real against itself {mine:+.2f})" if mine is not None else ""
         lines.append(
@@ -350,9 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     fitted = {p: get_factor(profile, p) for p in pred.paths}
     predicted = {label: pred.run(best, "held", params) for label, params in HELD_OUT}
     rows = held_rows(predicted, real["held"])
-    held = {"rows": rows, "ranks": rank_rows(rows), "sittings": len(sittings)}
+    ranks = rank_rows(rows)
+    held = {"rows": rows, "ranks": ranks, "sittings": len(sittings)}
     (args.out / "held_out.json").write_text(json.dumps(held, indent=1))
-    print(render(rows, fitted, sittings))
+    print(render(rows, ranks, fitted, sittings))
     if args.write_profile:
         write_profile(fitted)
     return 0

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.ranks import spearman
 from tuner.errors import TunerError
 
 Figures = dict[str, dict[str, dict[str, float]]]  # config -> tier -> metric -> value
@@ -42,12 +43,6 @@ def read_sitting(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not set(data) <= {*PASSES, "calibration_after"}:
         raise TunerError(f"{path} is not a measured.json: parts {sorted(data)}")
     return data
-
-
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Rank correlation of two equally long lists (NaN for fewer than three)."""
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1]) if len(a) > 2 else float("nan")
 
 
 def pool(sittings: Sequence[dict[str, Any]]) -> dict[str, Figures]:

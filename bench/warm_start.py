@@ -50,6 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.discretise import bench_space_data  # noqa: E402
+from bench.ranks import spearman  # noqa: E402
 from bench.sample_efficiency import (  # noqa: E402
     SPACE,
     Record,
@@ -313,25 +314,6 @@ def _quiet() -> None:
 
 
 # --- how far each prior agrees with the truth -----------------------------------------------
-
-
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Rank correlation, ties at their mean rank (NaN with fewer than 3 pairs)."""
-    if len(a) < 3:
-        return math.nan
-    ra, rb = _ranks(np.asarray(a, float)), _ranks(np.asarray(b, float))
-    if ra.std() == 0 or rb.std() == 0:
-        return math.nan
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x), dtype=float)
-    for v in np.unique(x):  # ties share their mean rank
-        ranks[x == v] = ranks[x == v].mean()
-    return ranks
 
 
 def agreement(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from bench import sittings as st
@@ -16,12 +15,6 @@ SHOWN = ("median_tpot_ms", "output_throughput")
 
 def figs(tpot: float, thr: float) -> dict[str, float]:
     return {"median_tpot_ms": tpot, "output_throughput": thr}
-
-
-def test_spearman_is_the_rank_correlation() -> None:
-    assert st.spearman([1, 2, 3, 4], [10, 30, 31, 90]) == pytest.approx(1.0)
-    assert st.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
-    assert np.isnan(st.spearman([1, 2], [2, 1]))  # two configs rank nothing
 
 
 def test_pooling_takes_the_geometric_mean_of_every_pass_of_a_config() -> None:
