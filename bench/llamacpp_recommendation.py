@@ -5,6 +5,9 @@ the top tier) and the defaults again, each ``--repeats`` times on a fresh server
 (R D, D R, R D, ...) so that drift in the machine's load hits both alike, and prints them side
 by side: median, min-max spread, and the ratio default / recommended for each metric. The
 recommendation wins on a metric when its whole range is better than the defaults' whole range.
+Below the table, the users each server held back (never ran at once while requests waited): a
+config that seats fewer users than the tier has streams its seated users' tokens faster, and its
+TPOT does not show the wait, its TTFT does.
 
 Each run goes through the study's own trial path (the space's launcher and workload, restricted
 to the tier), so the figures are comparable with the study's.
@@ -33,7 +36,15 @@ from tuner.run.trial import TrialRunner
 from tuner.space import Space, load_space
 from tuner.space.render import render_engine_config
 
-SHOWN = ("p99_tpot_ms", "median_tpot_ms", "p99_itl_ms", "p99_ttft_ms", "output_throughput")
+SHOWN = (
+    "p99_tpot_ms",
+    "median_tpot_ms",
+    "p99_itl_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "output_throughput",
+)
+HELD = "users_held"
 INFRA_TRIES = 3
 HIGHER_IS_BETTER = frozenset({"output_throughput", "request_throughput", "request_goodput"})
 
@@ -83,6 +94,8 @@ def measure(runner: TrialRunner, space: Space, samples: Samples, run_dir: Path) 
         for key in SHOWN:
             if isinstance(tier_metrics.get(key), int | float):
                 samples.values.setdefault(key, []).append(float(tier_metrics[key]))
+        held = (tier_metrics.get("server") or {}).get(HELD)
+        samples.values.setdefault(HELD, []).append(float(held or 0.0))
 
 
 def run_fresh(runner: TrialRunner, config: EngineConfig, run_dir: Path) -> TrialOutcome | None:
@@ -122,6 +135,11 @@ def _cell(values: list[float]) -> str:
     return f"{med:>9.1f} [{low:>8.1f} - {high:>8.1f}] (spread {high - low:>7.1f})"
 
 
+def _held(s: Samples) -> str:
+    held = s.values.get(HELD) or [0.0]
+    return f"{s.label} {statistics.median(held):g} [{min(held):g} - {max(held):g}]"
+
+
 def report(rec: Samples, base: Samples, tier: int, objective: Objective) -> str:
     lines = [
         f"tier {tier}: recommended {json.dumps(rec.params, sort_keys=True)}",
@@ -134,6 +152,7 @@ def report(rec: Samples, base: Samples, tier: int, objective: Objective) -> str:
     for key in SHOWN:
         if rec.values.get(key) and base.values.get(key):
             lines.append(compare(key, rec.values[key], base.values[key]))
+    lines.append(f"users held of {tier}: " + ", ".join(_held(s) for s in (rec, base)))
     for s in (rec, base):
         lines += [f"{s.label} run failed: {f}" for f in s.failures]
     return "\n".join(lines)

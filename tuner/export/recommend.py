@@ -12,7 +12,11 @@ means with the baseline's against the tier's pooled run-to-run noise:
 - ``within noise``: it does not, and the config is not called better than the baseline;
 - ``unconfirmed``: no config was measured twice yet, so the noise is unknown;
 - ``baseline``: the baseline itself is the best config at that tier;
-- ``baseline infeasible``: the baseline failed or missed an SLO, any feasible config beats it.
+- ``baseline infeasible``: the baseline failed or missed an SLO, any feasible config beats it;
+- ``baseline queued``: the baseline held users back at the tier where no SLO bounds the wait,
+  or made them wait longer for a first token than the configs that seated them
+  (``tuner.export.eligible``). Its TPOT covers only the users it seated, so the gain may be
+  negative and the pick is still the one to deploy.
 """
 
 from __future__ import annotations
@@ -120,7 +124,7 @@ def _recommend_tier(
         rec.baseline_samples = _samples(base, objective, tier)
     if rec.value is not None and rec.baseline_value is not None:
         rec.gain = objective.gain(rec.value, rec.baseline_value)
-        rec.verdict = _verdict(rec, best is base)
+        rec.verdict = _verdict(rec, best is base, base in pool.queued or base in pool.held)
     return rec
 
 
@@ -171,11 +175,13 @@ def rank_score(c: Config, objective: Objective, tier: int, cv: float | None) -> 
     return mean + penalty if objective.direction == "minimize" else mean - penalty
 
 
-def _verdict(rec: TierRecommendation, is_base: bool) -> str:
+def _verdict(rec: TierRecommendation, is_base: bool, base_queued: bool) -> str:
     if is_base:
         return "baseline"
     if not rec.baseline_feasible:
         return "baseline infeasible"
+    if base_queued:
+        return "baseline queued"
     if rec.noise_cv is None or rec.gain is None:
         return "unconfirmed"
     error = rec.noise_cv * math.sqrt(1 / len(rec.values) + 1 / len(rec.baseline_values))

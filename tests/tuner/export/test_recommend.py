@@ -280,6 +280,23 @@ def test_a_held_config_whose_users_wait_longer_than_seated_ones_cannot_win() -> 
     assert "a median TTFT of 2800 ms against 2500 ms where every user was seated" in pick.choice
 
 
+def test_a_baseline_that_queued_users_is_named_so_beside_a_slower_pick() -> None:
+    """llama-server's 4 default slots at 8 users: a lower P99 TPOT than a config that seats
+    all 8, won by making half of them wait. The pick is the seated config, and the verdict says
+    why its gain is negative instead of calling it worse."""
+    bounded = Policy(slo_tiers=frozenset({1}), slo_text={1: "p99_ttft_ms <= 1000"})
+    t = Trials()
+    base = t.add(8192, 6.0, 1.0, baseline=True, tput=300.0, ttft=300.0, users_held=4.0)
+    t.add(8192, 6.2, 1.0, confirm_of=base, tput=300.0, ttft=310.0, users_held=4.0)
+    seated = t.add(32768, 9.0, 1.0, tput=340.0, ttft=210.0)
+    t.add(32768, 9.4, 1.0, confirm_of=seated, tput=345.0, ttft=215.0)
+    (pick,) = recommend(t.all, P99, [1], bounded)
+    assert pick.trial == seated and pick.gain is not None and pick.gain < 0
+    assert pick.verdict == "baseline queued"
+    (unbounded,) = recommend(t.all, P99, [1], Policy())  # held with no SLO to bound the wait
+    assert unbounded.trial == seated and unbounded.verdict == "baseline queued"
+
+
 def test_where_every_config_holds_users_the_one_holding_the_fewest_sets_the_wait() -> None:
     """At a tier no config seats entirely (KV runs out), a seat limit that holds 24 of 40
     users cannot win by queueing them behind one that holds 8."""
