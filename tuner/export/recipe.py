@@ -94,6 +94,10 @@ def _point(t: TierExport, args: list[str], env: dict[str, str]) -> dict[str, Any
     if base is not None:
         point["baseline"] = {"trial": base.trial, **_rounded(base.figures())}
     point["gain"] = None if t.tier.gain is None else round(t.tier.gain, 4)
+    # A negative gain is read with its verdict: against a baseline that queued users
+    # ("baseline queued") the pick is slower per token and still the one to deploy.
+    point["verdict"] = t.tier.verdict
+    point["why"] = t.tier.choice
     point["verified"] = t.launch.verified
     return point
 

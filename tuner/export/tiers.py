@@ -64,6 +64,7 @@ class Tier:
         default_factory=lambda: front_axes(get_objective("p99_tpot"))
     )
     choice: str = ""  # the recommendation's one line: what was given up for what
+    verdict: str | None = None  # the gain against the noise (``tuner.export.recommend``)
 
     def point(self, trial: int) -> Point | None:
         return next((p for p in self.points if p.trial == trial), None)
@@ -99,6 +100,7 @@ def build_tiers(
         base = rec.baseline_trial
         built.baseline = built.point(base) if base is not None else None
         built.gain = rec.gain if built.recommended and built.baseline else None
+        built.verdict = rec.verdict if built.gain is not None else None
         out.append(built)
     return out
 

@@ -67,6 +67,8 @@ def test_points_carry_figures_baseline_and_gain(hand_results: Path) -> None:
         base = figures(*CONFIGS[0], c)["p99_tpot_ms"]
         assert point["baseline"]["trial"] == 0
         assert point["gain"] == round((base - want["p99_tpot_ms"]) / base, 4)
+        assert point["verdict"] in {"unconfirmed", "baseline"}  # one launch per config
+        assert point["why"].startswith(f"{key}: trial {point['trial']} ")
 
 
 def test_shape_follows_the_recipe_presets(hand_results: Path) -> None:
