@@ -51,11 +51,10 @@ import itertools
 import json
 import math
 import multiprocessing
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -67,6 +66,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.discretise import bench_space, default_prompts  # noqa: E402
+from bench.efficiency_table import (  # noqa: E402
+    render_trace,
+    results_table,
+    trace_rows,
+)
+from bench.efficiency_truth import (  # noqa: E402
+    Goal,
+    Record,
+    reached_all,
+    truths,
+    within,
+)
 from launchers.simengine import EngineRefused, load_profile  # noqa: E402
 from launchers.simengine.config import resolve  # noqa: E402
 from objectives.objective import get_objective  # noqa: E402
@@ -85,8 +96,6 @@ from tuner.space.schema import Space  # noqa: E402
 
 SPACE = REPO / "search_spaces" / "minimax_h200.yaml"
 CACHE_DIR = REPO / "results" / "bench"
-Record = dict[str, Any]  # values (per tier), constraints, failure_kind, tier_ok (per tier)
-Goal = tuple[list[dict[str, float]], float, bool]  # each tier's truth, the tolerance, maximize
 RECORD_FORMAT = "tier_ok"  # in the cache key: tables written before it lack per-tier feasibility
 
 
@@ -212,115 +221,6 @@ def _search(job: tuple[str, int, int]) -> tuple[str, int, list[tuple[str, Record
 
 
 # --- scoring ------------------------------------------------------------------------------
-
-
-def feasible(rec: Record) -> bool:
-    return all(v <= 0 for v in rec["constraints"].values())
-
-
-def feasible_at(rec: Record, tier: int) -> bool:
-    """Served every request of the tier and met its SLOs, as tune's recommendations count it:
-    a config that misses the c20 TTFT SLO can still be the answer at c1."""
-    ok = rec.get("tier_ok")
-    return bool(ok[tier]) if ok else feasible(rec)
-
-
-def truths(
-    table: dict[str, Record], keys: Iterable[str], tiers: int, replicates: Sequence[str]
-) -> list[dict[str, float]]:
-    """Per tier: the true value (mean over ``replicates``) of every launch key feasible at
-    the tier on every replicate: a config that misses an SLO on some seeds is no safe
-    recommendation."""
-    out: list[dict[str, float]] = [{} for _ in range(tiers)]
-    for key in keys:
-        recs = [table[f"{r}|{key}"] for r in replicates]
-        for i in range(tiers):
-            if all(feasible_at(rec, i) for rec in recs):
-                out[i][key] = statistics.fmean(float(rec["values"][i]) for rec in recs)
-    return out
-
-
-def within(value: float, best: float, tol: float, maximize: bool) -> bool:
-    return value >= best * (1 - tol) if maximize else value <= best * (1 + tol)
-
-
-def trials_to_reach(
-    launches: Sequence[tuple[str, Record]],
-    truth: dict[str, float],
-    tier: int,
-    tol: float,
-    maximize: bool,
-) -> int | None:
-    """Launches until the method's pick for ``tier`` is truly within ``tol`` of the best."""
-    best = max(truth.values()) if maximize else min(truth.values())
-    pick: tuple[float, str] | None = None
-    for n, (key, rec) in enumerate(launches, start=1):
-        if feasible_at(rec, tier):
-            seen = float(rec["values"][tier])
-            if pick is None or (seen > pick[0] if maximize else seen < pick[0]):
-                pick = (seen, key)
-        if pick is not None and pick[1] in truth and within(truth[pick[1]], best, tol, maximize):
-            return n
-    return None
-
-
-def reached_all(launches: Sequence[tuple[str, Record]], goal: Goal | None) -> bool:
-    """Whether every tier's pick has come truly within the tolerance: a search can stop there,
-    since no later launch changes a figure the table prints (each is the first launch that
-    reached). Without a goal (``--trace``), a search spends its whole budget."""
-    if goal is None:
-        return False
-    truth, tol, maximize = goal
-    reached = (trials_to_reach(launches, t, i, tol, maximize) for i, t in enumerate(truth))
-    return all(n is not None for n in reached)
-
-
-def trace_rows(
-    launches: Sequence[tuple[str, Record]],
-    truth: list[dict[str, float]],
-    tol: float,
-    maximize: bool,
-) -> list[dict[str, Any]]:
-    """One row per launch: knob values, outcome, true value / tier's best (None: infeasible
-    on some engine seed), and the tiers whose pick comes within ``tol`` at that launch."""
-    pick = max if maximize else min
-    bests = [pick(t.values()) for t in truth]
-    reached = [trials_to_reach(launches, t, i, tol, maximize) for i, t in enumerate(truth)]
-    return [
-        {
-            "launch": n,
-            "params": dict(rec.get("params", {})),
-            "kind": rec["kind"] or "ok",
-            "vs_best": [
-                t[key] / b if key in t else None for t, b in zip(truth, bests, strict=True)
-            ],
-            "reached": [i for i, r in enumerate(reached) if r == n],
-        }
-        for n, (key, rec) in enumerate(launches, start=1)
-    ]
-
-
-def render_trace(rows: Sequence[dict[str, Any]], tiers: Sequence[int]) -> str:
-    """The trace as a table: a column per knob, per-tier true/best, reached tiers."""
-    names = list(rows[0]["params"]) if rows else []
-    cols = [[str(r["params"].get(n, "")) for r in rows] for n in names]
-    widths = [max(len(n), *map(len, c)) for n, c in zip(names, cols, strict=True)]
-    head = ["#".rjust(3), *(n.ljust(w) for n, w in zip(names, widths, strict=True)), "kind  "]
-    head += [f"c{t}".rjust(5) for t in tiers] + ["reached"]
-    out = [" ".join(head)]
-    for i, r in enumerate(rows):
-        cells = [str(r["launch"]).rjust(3)]
-        cells += [c[i].ljust(w) for c, w in zip(cols, widths, strict=True)]
-        cells.append(f"{r['kind']:<6}")
-        cells += ["    -" if v is None else f"{v:5.2f}" for v in r["vs_best"]]
-        cells.append(",".join(f"c{tiers[t]}" for t in r["reached"]))
-        out.append(" ".join(cells))
-    return "\n".join(out)
-
-
-def median_cell(counts: Sequence[int | None], budget: int) -> tuple[float, str]:
-    med = statistics.median([math.inf if c is None else c for c in counts])
-    return med, (f">{budget}" if math.isinf(med) else f"{med:g}")
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -464,93 +364,6 @@ def header(
         close = sum(within(v, best, args.tolerance, False) for v in values.values())
         lines.append(f"  c{tier:<3} {best:8.1f}   {close:4d} of {len(values)} feasible launches")
     return "\n".join(lines)
-
-
-def results_table(
-    space: Space,
-    runs: dict[str, list[list[tuple[str, Record]]]],
-    truth: list[dict[str, float]],
-    args: argparse.Namespace,
-    maximize: bool,
-) -> str:
-    methods = list(runs)
-    out = [
-        "",
-        f"median launches to come within {args.tolerance:.0%} of each tier's best "
-        f"(>{args.budget}: not reached by half the seeds)",
-        f"{'tier':>6}"
-        + "".join(f"{m:>10}" for m in methods)
-        + f"{'random/tune':>13}"
-        + f"{'90% interval':>16}",
-    ]
-    rows: list[tuple[str, list[list[int | None]]]] = []
-    for i, tier in enumerate(space.workload.tiers):
-        rows.append(
-            (
-                f"c{tier}",
-                [
-                    [trials_to_reach(lr, truth[i], i, args.tolerance, maximize) for lr in runs[m]]
-                    for m in methods
-                ],
-            )
-        )
-    every = [
-        [_worst(c) for c in zip(*(cells[j] for _, cells in rows), strict=True)]
-        for j in range(len(methods))
-    ]
-    rows.append(("all", every))
-    for label, cells in rows:
-        meds = [median_cell(c, args.budget) for c in cells]
-        line = f"{label:>6}" + "".join(f"{text:>10}" for _, text in meds)
-        if "tune" in methods and "random" in methods:
-            t, r = methods.index("tune"), methods.index("random")
-            line += f"{ratio(meds[r][0], meds[t][0], args.budget):>13}"
-            line += f"{ratio_interval(cells[t], cells[r]):>16}"
-        out.append(line)
-    out += [
-        "",
-        "first to third quartile across seeds (the spread behind each median)",
-        f"{'tier':>6}" + "".join(f"{m:>12}" for m in methods),
-    ]
-    for label, cells in rows:
-        out.append(f"{label:>6}" + "".join(f"{spread_cell(c, args.budget):>12}" for c in cells))
-    return "\n".join(out)
-
-
-def spread_cell(counts: Sequence[int | None], budget: int) -> str:
-    """Nearest-rank quartiles of the launches the seeds needed ('>budget': never reached)."""
-    ranked = sorted(math.inf if c is None else c for c in counts)
-    quartiles = (ranked[round(q * (len(ranked) - 1))] for q in (0.25, 0.75))
-    return "..".join(f">{budget}" if math.isinf(v) else f"{v:g}" for v in quartiles)
-
-
-def ratio(random: float, tune: float, budget: int) -> str:
-    """How many times fewer launches tune needed than random search ('>' when censored)."""
-    if math.isinf(tune):
-        return "-"
-    return f"{random / tune:.1f}x" if math.isfinite(random) else f">{budget / tune:.1f}x"
-
-
-def ratio_interval(
-    tune: Sequence[int | None], random: Sequence[int | None], draws: int = 2000, level: float = 0.9
-) -> str:
-    """The central ``level`` interval of the random/tune ratio of medians when each method's
-    seeds are resampled with replacement: with ten seeds a median moves by several launches,
-    so a ratio near a bar is read against this ("inf": random's median not reached)."""
-    rng = np.random.default_rng(0)
-    t, r = (
-        np.array([math.inf if c is None else c for c in x], dtype=float) for x in (tune, random)
-    )
-    med_t = np.median(rng.choice(t, (draws, t.size)), axis=1)
-    med_r = np.median(rng.choice(r, (draws, r.size)), axis=1)
-    with np.errstate(invalid="ignore"):  # inf / inf where neither reached: counted as 0
-        ratios = np.where(np.isinf(med_t), 0.0, med_r / med_t)
-    bounds = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
-    return "..".join("inf" if math.isinf(b) else f"{b:.1f}x" for b in bounds)
-
-
-def _worst(counts: Sequence[int | None]) -> int | None:
-    return None if any(c is None for c in counts) else max(c for c in counts if c is not None)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from bench import entry
-from bench.sample_efficiency import Record, feasible_at, truths, within
+from bench.efficiency_truth import Record, feasible_at, truths, within
 from tuner.errors import TunerError
 from tuner.record.trial import TrialRecord
 

@@ -50,21 +50,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.discretise import bench_space_data  # noqa: E402
+from bench.efficiency_table import median_cell, spread_cell  # noqa: E402
+from bench.efficiency_truth import Record, trials_to_reach, truths, within  # noqa: E402
 from bench.ranks import spearman  # noqa: E402
 from bench.sample_efficiency import (  # noqa: E402
     SPACE,
-    Record,
     all_points,
     cache_path,
     launch_key,
     launch_record,
-    median_cell,
     replicate_names,
     save,
-    spread_cell,
-    trials_to_reach,
-    truths,
-    within,
 )
 from launchers.simengine.profile import PROFILE_DIR  # noqa: E402
 from objectives.objective import get_objective  # noqa: E402

@@ -9,6 +9,14 @@ from types import ModuleType
 import pytest
 
 from bench import discretise
+from bench.efficiency_table import (
+    median_cell,
+    ratio_interval,
+    render_trace,
+    spread_cell,
+    trace_rows,
+)
+from bench.efficiency_truth import feasible_at, reached_all, trials_to_reach, truths
 from tuner.samplers.registry import grid_values
 
 
@@ -20,7 +28,7 @@ def rec(value: float, ok: bool = True) -> dict:
 def test_reached_when_the_pick_is_truly_near_the_best(se: ModuleType) -> None:
     truth = {"best": 10.0, "near": 10.2, "far": 12.0}
     launches = [("far", rec(12.0)), ("bad", rec(1.0, ok=False)), ("near", rec(10.1))]
-    assert se.trials_to_reach(launches, truth, 0, 0.03, False) == 3
+    assert trials_to_reach(launches, truth, 0, 0.03, False) == 3
 
 
 def test_a_lucky_draw_of_a_worse_config_keeps_the_pick_wrong(se: ModuleType) -> None:
@@ -28,23 +36,23 @@ def test_a_lucky_draw_of_a_worse_config_keeps_the_pick_wrong(se: ModuleType) -> 
     better one measured later, and the search does not count as having found it."""
     truth = {"best": 10.0, "far": 12.0}
     launches = [("far", rec(9.5)), ("best", rec(10.0))]
-    assert se.trials_to_reach(launches, truth, 0, 0.03, False) is None
+    assert trials_to_reach(launches, truth, 0, 0.03, False) is None
 
 
 def test_spread_shows_quartiles_and_censored_seeds(se: ModuleType) -> None:
-    assert se.spread_cell([3, 4, 6, 9, 12, 12, 13, 14, 14, 15], 100) == "6..14"
-    assert se.spread_cell([None, None, None, 5, 7, 8], 100) == "7..>100"
-    assert se.median_cell([None, None, 4], 50) == (float("inf"), ">50")
+    assert spread_cell([3, 4, 6, 9, 12, 12, 13, 14, 14, 15], 100) == "6..14"
+    assert spread_cell([None, None, None, 5, 7, 8], 100) == "7..>100"
+    assert median_cell([None, None, 4], 50) == (float("inf"), ">50")
 
 
 def test_ratio_interval_is_narrow_for_steady_seeds_and_wide_for_scattered_ones(
     se: ModuleType,
 ) -> None:
-    assert se.ratio_interval([10] * 10, [30] * 10) == "3.0x..3.0x"
-    lo, hi = se.ratio_interval([5, 14] * 5, [8, 48] * 5).split("..")
+    assert ratio_interval([10] * 10, [30] * 10) == "3.0x..3.0x"
+    lo, hi = ratio_interval([5, 14] * 5, [8, 48] * 5).split("..")
     assert float(lo[:-1]) < 1.0 and float(hi[:-1]) > 5.0  # 8/14 .. 48/5
-    assert se.ratio_interval([10] * 6, [None] * 6) == "inf..inf"
-    assert se.ratio_interval([None] * 6, [20] * 6) == "0.0x..0.0x"
+    assert ratio_interval([10] * 6, [None] * 6) == "inf..inf"
+    assert ratio_interval([None] * 6, [20] * 6) == "0.0x..0.0x"
 
 
 def test_true_value_is_the_mean_over_engine_seeds(se: ModuleType) -> None:
@@ -52,27 +60,27 @@ def test_true_value_is_the_mean_over_engine_seeds(se: ModuleType) -> None:
         "a|x": rec(10.0), "b|x": rec(12.0),
         "a|y": rec(9.0), "b|y": rec(13.5),
     }  # fmt: skip
-    truth = se.truths(table, ["x", "y"], 1, ["a", "b"])
+    truth = truths(table, ["x", "y"], 1, ["a", "b"])
     assert truth == [{"x": 11.0, "y": 11.25}]
-    assert se.truths(table, ["x", "y"], 1, ["a"]) == [{"x": 10.0, "y": 9.0}]
+    assert truths(table, ["x", "y"], 1, ["a"]) == [{"x": 10.0, "y": 9.0}]
 
 
 def test_a_config_infeasible_on_any_seed_is_not_a_true_candidate(se: ModuleType) -> None:
     table = {"a|x": rec(10.0), "b|x": rec(10.0, ok=False), "a|y": rec(11.0), "b|y": rec(11.0)}
-    assert se.truths(table, ["x", "y"], 1, ["a", "b"]) == [{"y": 11.0}]
+    assert truths(table, ["x", "y"], 1, ["a", "b"]) == [{"y": 11.0}]
 
 
 def test_a_config_missing_one_tiers_slo_is_a_candidate_at_the_others(se: ModuleType) -> None:
     """As tune's recommendations count it: a TTFT SLO missed at c20 says nothing about c1."""
     slow_c20 = {"values": [9.0, 30.0], "kind": "slo", "constraints": {"slo": 0.4}}
     table = {"a|x": {**slow_c20, "tier_ok": [True, False]}, "a|y": rec2(10.0, 20.0)}
-    assert se.truths(table, ["x", "y"], 2, ["a"]) == [{"x": 9.0, "y": 10.0}, {"y": 20.0}]
+    assert truths(table, ["x", "y"], 2, ["a"]) == [{"x": 9.0, "y": 10.0}, {"y": 20.0}]
     launches = [("y", table["a|y"]), ("x", table["a|x"])]
-    truth = se.truths(table, ["x", "y"], 2, ["a"])
-    assert se.trials_to_reach(launches, truth[0], 0, 0.03, False) == 2
-    assert se.trials_to_reach(launches, truth[1], 1, 0.03, False) == 1
+    truth = truths(table, ["x", "y"], 2, ["a"])
+    assert trials_to_reach(launches, truth[0], 0, 0.03, False) == 2
+    assert trials_to_reach(launches, truth[1], 1, 0.03, False) == 1
     # records without per-tier feasibility (a refusal, a rule) fall back to the constraints
-    assert not se.feasible_at(rec(9.0, ok=False), 0) and se.feasible_at(rec(9.0), 0)
+    assert not feasible_at(rec(9.0, ok=False), 0) and feasible_at(rec(9.0), 0)
 
 
 def rec2(c1: float, c20: float) -> dict:
@@ -90,12 +98,12 @@ def test_trace_rows_show_each_launch_against_each_tiers_best(se: ModuleType) -> 
         ("x", {"values": [12.0, 20.0], "kind": None, "constraints": {}, "params": {"budget": 1}}),
         ("y", {"values": [10.0, 25.0], "kind": None, "constraints": {}, "params": {"budget": 2}}),
     ]
-    rows = se.trace_rows(launches, truth, 0.03, False)
+    rows = trace_rows(launches, truth, 0.03, False)
     assert [r["kind"] for r in rows] == ["slo", "ok", "ok"]
     assert rows[0]["vs_best"] == [None, None]
     assert rows[1]["vs_best"] == [1.2, 1.0] and rows[1]["reached"] == [1]
     assert rows[2]["vs_best"] == [1.0, 1.25] and rows[2]["reached"] == [0]
-    text = se.render_trace(rows, [1, 8]).splitlines()
+    text = render_trace(rows, [1, 8]).splitlines()
     assert text[0].split() == ["#", "budget", "kind", "c1", "c8", "reached"]
     assert text[1].split() == ["1", "8192", "slo", "-", "-"]
     assert text[3].split() == ["3", "2", "ok", "1.00", "1.25", "c1"]
@@ -218,6 +226,6 @@ def test_a_search_may_stop_once_every_tier_is_reached(se: ModuleType) -> None:
     truth = [{"x": 12.0, "y": 10.0}, {"x": 20.0, "y": 25.0}]
     x = ("x", {"values": [12.0, 20.0], "kind": None, "constraints": {}})
     y = ("y", {"values": [10.0, 25.0], "kind": None, "constraints": {}})
-    assert not se.reached_all([x], (truth, 0.03, False))
-    assert se.reached_all([x, y], (truth, 0.03, False))
-    assert not se.reached_all([x, y], None)  # --trace spends the whole budget
+    assert not reached_all([x], (truth, 0.03, False))
+    assert reached_all([x, y], (truth, 0.03, False))
+    assert not reached_all([x, y], None)  # --trace spends the whole budget
