@@ -92,7 +92,7 @@ def results_table(
             )
         )
     every = [
-        [_worst(c) for c in zip(*(cells[j] for _, cells in rows), strict=True)]
+        [slowest(c) for c in zip(*(cells[j] for _, cells in rows), strict=True)]
         for j in range(len(methods))
     ]
     rows.append(("all", every))
@@ -146,5 +146,6 @@ def ratio_interval(
     return "..".join("inf" if math.isinf(b) else f"{b:.1f}x" for b in bounds)
 
 
-def _worst(counts: Sequence[int | None]) -> int | None:
+def slowest(counts: Sequence[int | None]) -> int | None:
+    """The most launches any of ``counts`` needed (None: one never got there)."""
     return None if any(c is None for c in counts) else max(c for c in counts if c is not None)
