@@ -159,11 +159,11 @@ def measure_all(
     todo = [(k, p, r) for r in replicates for k, p in keyed.items() if f"{r}|{k}" not in table]
     if todo:
         print(f"measuring {len(todo)} launches (exhaustive sweep)...", file=sys.stderr)
-        table.update(_map(_measure, todo, workers, _init_measure, (space,)))
+        table.update(map_jobs(_measure, todo, workers, _init_measure, (space,)))
     return list(keyed)
 
 
-def _map(fn: Callable, jobs: Sequence, workers: int, init: Callable, args: tuple) -> Iterator:
+def map_jobs(fn: Callable, jobs: Sequence, workers: int, init: Callable, args: tuple) -> Iterator:
     """``fn`` over ``jobs``, each result as it comes: in this process for one worker
     (tests), else in a pool."""
     if workers <= 1:
@@ -187,6 +187,11 @@ class Setup:
     budget: int
     prior_budget: int
     folder: Path  # the perturbed profiles, earlier spaces and studies
+    # How a config is found in ``table`` (the simulator's resolved launch by default; the
+    # rendered command for a table measured on a real engine), and the stem of the
+    # perturbed profiles' files in ``folder``.
+    key: Callable[[Space, dict[str, Any]], str] = launch_key
+    profile: str = "h200x4"
 
     def space(self, seed: int) -> Space:
         data = copy.deepcopy(self.data)
@@ -198,13 +203,13 @@ def study_name(prior: str, seed: int) -> str:
     return f"{prior}-{seed}"
 
 
-def _earlier_study(job: tuple[Setup, str, int]) -> str:
+def earlier_study(job: tuple[Setup, str, int]) -> str:
     """The earlier study of prior ``name`` and ``seed``: a real, budget-limited ``tune run``
     on the perturbed profile, its engine noise other than the truth's."""
     setup, name, seed = job
     data = copy.deepcopy(setup.data)
     data["study"]["seed"] = seed
-    profile = setup.folder / f"h200x4_{name}.yaml"
+    profile = setup.folder / f"{setup.profile}_{name}.yaml"
     path = earlier_space_file(data, profile, 1000 + seed, setup.folder)
     opts = RunOptions(
         space_path=path,
@@ -268,7 +273,7 @@ class _Trials:
     def _run(self, values: dict[str, Any]) -> Record:
         fingerprint = render_engine_config(self.space, values).fingerprint()
         if fingerprint not in self.seen:  # a launch already made is answered from the study
-            key = launch_key(self.space, values)
+            key = self.setup.key(self.space, values)
             replicate = str(self.rng.choice(list(self.setup.replicates)))
             self.seen[fingerprint] = dict(self.setup.table[f"{replicate}|{key}"])
             self.launches.append((key, self.seen[fingerprint]))
@@ -287,7 +292,7 @@ Job = tuple[Setup, int, str | None]
 Done = tuple[str | None, int, Launches, int, list[float]]
 
 
-def _search_job(job: Job) -> Done:
+def search_job(job: Job) -> Done:
     """A search in a worker: cold (``prior`` None) or warm from that prior's earlier study;
     also how many picks were queued and the weights the prior ended on."""
     setup, seed, prior = job
@@ -304,7 +309,7 @@ def final_weights(study: optuna.Study, tiers: int) -> list[float]:
     return [float(fits[i][1][0]) if i in fits else math.nan for i in range(tiers)]
 
 
-def _quiet() -> None:
+def quiet() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
@@ -312,12 +317,16 @@ def _quiet() -> None:
 
 
 def agreement(
-    warm: WarmStart, space: Space, truth: list[dict[str, float]], maximize: bool
+    warm: WarmStart,
+    space: Space,
+    truth: list[dict[str, float]],
+    maximize: bool,
+    key: Callable[[Space, dict[str, Any]], str] = launch_key,
 ) -> list[tuple[float, float]]:
     """Per tier: the rank correlation of the earlier study's values with the true values of
     the same configs, and the true value of the earlier study's best config over the tier's
     best (inf: that config is infeasible here, nan: the earlier study found none)."""
-    keys = [launch_key(space, dict(p)) for p in warm.prior.points]
+    keys = [key(space, dict(p)) for p in warm.prior.points]
     out = []
     for i, tier_truth in enumerate(truth):
         seen = warm.prior.values[:, i]
@@ -354,10 +363,10 @@ def run_bench(args: Any, narrow: dict[str, list[Any]] | None = None) -> tuple[st
         setup = Setup(data, table, tuple(replicate_names(args.replicates)), args.budget,
                       args.prior_budget, folder)  # fmt: skip
         jobs = [(setup, name, s) for name in priors for s in range(args.seeds)]
-        for i, study in enumerate(_map(_earlier_study, jobs, args.workers, _quiet, ()), 1):
+        for i, study in enumerate(map_jobs(earlier_study, jobs, args.workers, quiet, ()), 1):
             print(f"  earlier study {study} ({i}/{len(jobs)})", file=sys.stderr)
-        runs = _searches(setup, priors, args)
-        results = {name: _result(name, setup, runs, truth, args, maximize) for name in priors}
+        runs = searches(setup, priors, args)
+        results = {name: prior_result(name, setup, runs, truth, args, maximize) for name in priors}
     text = [header(space, keys, truth, args)]
     text += [render(r, space.workload.tiers, args.budget) for r in results.values()]
     return "\n\n".join(text), results
@@ -372,12 +381,12 @@ def _truth(space: Space, args: Any) -> tuple[dict[str, Record], list[str], list[
     return table, keys, truths(table, keys, len(space.workload.tiers), replicates)
 
 
-def _searches(setup: Setup, priors: Sequence[str], args: Any) -> dict[str | None, dict[int, Done]]:
+def searches(setup: Setup, priors: Sequence[str], args: Any) -> dict[str | None, dict[int, Done]]:
     """Cold (None) and every prior's warm searches, by seed."""
     jobs = [(setup, s, p) for p in (None, *priors) for s in range(args.seeds)]
     runs: dict[str | None, dict[int, Done]] = {p: {} for p in (None, *priors)}
     start = time.perf_counter()
-    for i, done in enumerate(_map(_search_job, jobs, args.workers, _quiet, ()), 1):
+    for i, done in enumerate(map_jobs(search_job, jobs, args.workers, quiet, ()), 1):
         runs[done[0]][done[1]] = done
         took = time.perf_counter() - start
         print(f"  {i}/{len(jobs)} searches ({done[0] or 'cold'} {done[1]}, {took:.0f} s)",
@@ -386,7 +395,7 @@ def _searches(setup: Setup, priors: Sequence[str], args: Any) -> dict[str | None
     return runs
 
 
-def _result(
+def prior_result(
     name: str, setup: Setup, runs: dict, truth: list[dict[str, float]], args: Any, maximize: bool
 ) -> PriorResult:
     seeds = range(args.seeds)
@@ -395,7 +404,7 @@ def _result(
         name=name,
         cold=reached([runs[None][s][2] for s in seeds], truth, args.tolerance, maximize),
         warm=reached([runs[name][s][2] for s in seeds], truth, args.tolerance, maximize),
-        agreement=[agreement(w, setup.space(0), truth, maximize) for w in warms],
+        agreement=[agreement(w, setup.space(0), truth, maximize, setup.key) for w in warms],
         queued=[runs[name][s][3] for s in seeds],
         earlier_launches=[len(w.prior.points) for w in warms],
         weights=[runs[name][s][4] for s in seeds],
@@ -416,7 +425,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _quiet()
+    quiet()
     text, _ = run_bench(parse_args(argv))
     print(text)
     return 0

@@ -90,7 +90,7 @@ def small(ws: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> object:
     ws.measure_all(Space.model_validate(data), table, ["a"], 1)
     ws.perturbed_profile("helpful", folder)
     setup = ws.Setup(data, table, ("a",), 4, 4, folder)
-    ws._earlier_study((setup, "helpful", 0))
+    ws.earlier_study((setup, "helpful", 0))
     return setup
 
 
