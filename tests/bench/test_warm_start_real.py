@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from bench import warm_start_real as wsr
@@ -54,6 +55,7 @@ def _table(space: Space) -> dict[str, dict]:
     return table
 
 
+@pytest.mark.slow  # earlier studies and searches: about 5 s
 def test_a_complete_table_is_replayed_cold_and_warm(tmp_path: Path) -> None:
     space = Space.model_validate(wsr.space_data())
     path = tmp_path / "truth.json"
