@@ -27,6 +27,9 @@ from objectives.records import RequestRecord
 # between two chunks costs nothing, but at half the tier's median ITL (5 ms at least) in its
 # p99, one read in a hundred is close to swallowing the next chunk and the ITL tail moves.
 SATURATED_CPU_SHARE = 0.85
+# CPU share is judged over at least this much streaming: over a few milliseconds (an engine
+# that died after its first tokens) it is one burst of parsing, which distorts no timestamp.
+SATURATED_CPU_MIN_S = 0.5
 SATURATED_SEND_LAG_MS = 50.0  # p99
 SATURATED_GAP_SHARE = 0.5  # p99 loop lag over median ITL
 SATURATED_LAG_FLOOR_MS = 5.0
@@ -63,11 +66,8 @@ class ClientLag:
         """
         s = self.summary()
         late = lag_limit_ms or max(SATURATED_LAG_FLOOR_MS, SATURATED_GAP_SHARE * median_itl_ms)
-        return (
-            s["cpu_share"] > SATURATED_CPU_SHARE
-            or s["p99_send_lag_ms"] > SATURATED_SEND_LAG_MS
-            or s["p99_loop_lag_ms"] > late
-        )
+        busy = s["cpu_share"] > SATURATED_CPU_SHARE and self.wall_s >= SATURATED_CPU_MIN_S
+        return busy or s["p99_send_lag_ms"] > SATURATED_SEND_LAG_MS or s["p99_loop_lag_ms"] > late
 
 
 Sample = tuple[float, float, float, float]  # wake time, loop lag, CPU s, wall s since last

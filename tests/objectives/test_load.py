@@ -109,6 +109,9 @@ def test_saturation_rules() -> None:
     assert not calm.saturated(median_itl_ms=25.0)
     busy = ClientLag(loop_lag_s=[0.0005] * 10, cpu_s=9.0, wall_s=10.0)
     assert busy.saturated()  # CPU-bound
+    # 20 ms of streaming before the engine died: one burst of parsing, not a busy client
+    burst = ClientLag(loop_lag_s=[0.005] * 4, cpu_s=0.0175, wall_s=0.02)
+    assert burst.summary()["cpu_share"] > 0.85 and not burst.saturated()
     # p99 loop lag 20 ms: harmless between 100 ms chunks, merges chunks 25 ms apart.
     tail = ClientLag(loop_lag_s=[0.0005] * 90 + [0.02] * 10, cpu_s=1.0, wall_s=10.0)
     assert tail.saturated(median_itl_ms=25.0) and not tail.saturated(median_itl_ms=100.0)
