@@ -13,10 +13,10 @@ means with the baseline's against the tier's pooled run-to-run noise:
 - ``unconfirmed``: no config was measured twice yet, so the noise is unknown;
 - ``baseline``: the baseline itself is the best config at that tier;
 - ``baseline infeasible``: the baseline failed or missed an SLO, any feasible config beats it;
-- ``baseline queued``: the baseline held users back at the tier where no SLO bounds the wait,
-  or made them wait longer for a first token than the configs that seated them
-  (``tuner.export.eligible``). Its TPOT covers only the users it seated, so the gain may be
-  negative and the pick is still the one to deploy.
+- ``baseline queued``: the pick is not better beyond the noise, and the baseline held users
+  back at the tier where no SLO bounds the wait, or made them wait longer for a first token
+  than the configs that seated them (``tuner.export.eligible``). Its TPOT covers only the users
+  it seated, so the gain may be negative and the pick is still the one to deploy.
 """
 
 from __future__ import annotations
@@ -180,8 +180,13 @@ def _verdict(rec: TierRecommendation, is_base: bool, base_queued: bool) -> str:
         return "baseline"
     if not rec.baseline_feasible:
         return "baseline infeasible"
-    if base_queued:
-        return "baseline queued"
+    verdict = _against_noise(rec)
+    # Against a baseline that queued users, a pick that is not better is not worse either:
+    # the baseline's TPOT covers only the users it seated.
+    return "baseline queued" if base_queued and verdict != "better" else verdict
+
+
+def _against_noise(rec: TierRecommendation) -> str:
     if rec.noise_cv is None or rec.gain is None:
         return "unconfirmed"
     error = rec.noise_cv * math.sqrt(1 / len(rec.values) + 1 / len(rec.baseline_values))

@@ -295,6 +295,13 @@ def test_a_baseline_that_queued_users_is_named_so_beside_a_slower_pick() -> None
     assert pick.verdict == "baseline queued"
     (unbounded,) = recommend(t.all, P99, [1], Policy())  # held with no SLO to bound the wait
     assert unbounded.trial == seated and unbounded.verdict == "baseline queued"
+    t = Trials()  # a seated pick that is also faster is simply better
+    base = t.add(8192, 6.0, 1.0, baseline=True, tput=300.0, ttft=300.0, users_held=4.0)
+    t.add(8192, 6.2, 1.0, confirm_of=base, tput=300.0, ttft=310.0, users_held=4.0)
+    seated = t.add(32768, 3.0, 1.0, tput=340.0, ttft=210.0)
+    t.add(32768, 3.1, 1.0, confirm_of=seated, tput=345.0, ttft=215.0)
+    (pick,) = recommend(t.all, P99, [1], bounded)
+    assert pick.trial == seated and pick.verdict == "better"
 
 
 def test_where_every_config_holds_users_the_one_holding_the_fewest_sets_the_wait() -> None:
