@@ -98,9 +98,12 @@ def measure(runner: TrialRunner, space: Space, samples: Samples, run_dir: Path) 
         samples.values.setdefault(HELD, []).append(float(held or 0.0))
 
 
-def run_fresh(runner: TrialRunner, config: EngineConfig, run_dir: Path) -> TrialOutcome | None:
-    """One trial on a fresh engine, run again after an infrastructure fault; None if all were."""
-    for attempt in range(1, INFRA_TRIES + 1):
+def run_fresh(
+    runner: TrialRunner, config: EngineConfig, run_dir: Path, tries: int = INFRA_TRIES
+) -> TrialOutcome | None:
+    """One trial on a fresh engine, run again after an infrastructure fault; None if all
+    ``tries`` were."""
+    for attempt in range(1, tries + 1):
         try:
             return runner.run(config, run_dir / f"try{attempt}")
         except InfraError as err:

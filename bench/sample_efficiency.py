@@ -54,7 +54,7 @@ import multiprocessing
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -81,8 +81,9 @@ from bench.efficiency_truth import (  # noqa: E402
 from launchers.simengine import EngineRefused, load_profile  # noqa: E402
 from launchers.simengine.config import resolve  # noqa: E402
 from objectives.objective import get_objective  # noqa: E402
+from tuner.engine import EngineConfig  # noqa: E402
 from tuner.errors import StudyError  # noqa: E402
-from tuner.record.trial import CONSTRAINT_KEYS, write_tier_ok  # noqa: E402
+from tuner.record.trial import CONSTRAINT_KEYS, TrialOutcome, write_tier_ok  # noqa: E402
 from tuner.run.trial import TrialRunner  # noqa: E402
 from tuner.samplers.registry import (  # noqa: E402
     DEFAULT_SAMPLER,
@@ -151,7 +152,16 @@ def launch_record(
     runner: TrialRunner, space: Space, values: dict[str, Any], replicate: str, folder: Path
 ) -> Record:
     """One launch of ``values`` on engine seed ``replicate``, as the exhaustive table holds it."""
-    out = runner.run(render_engine_config(space, values, labels={"trial": replicate}), folder)
+    return record_of(space, runner.run(replicate_config(space, values, replicate), folder))
+
+
+def replicate_config(space: Space, values: dict[str, Any], replicate: str) -> EngineConfig:
+    """``values`` rendered for engine seed ``replicate`` (the simulator seeds on the label)."""
+    return render_engine_config(space, values, labels={"trial": replicate})
+
+
+def record_of(space: Space, out: TrialOutcome) -> Record:
+    """A launch's outcome as the exhaustive table holds it."""
     # empty when nothing was measured (a refusal): feasible_at then reads the constraints
     tier_ok = [bool(out.tier_ok.get(str(c))) for c in space.workload.tiers] if out.tier_ok else []
     return {
@@ -232,11 +242,14 @@ def all_points(space: Space) -> list[dict[str, Any]]:
     return [p for p in points if not violated_rules(space, p)]
 
 
-def distinct_launches(space: Space) -> dict[str, dict[str, Any]]:
-    """One point per distinct launch the rules allow, by launch key."""
+def distinct_launches(
+    space: Space, key: Callable[[Space, dict[str, Any]], str] = launch_key
+) -> dict[str, dict[str, Any]]:
+    """One point per distinct launch the rules allow, by ``key`` (the simulator's resolved
+    launch by default)."""
     keyed: dict[str, dict[str, Any]] = {}
     for point in all_points(space):
-        keyed.setdefault(launch_key(space, point), point)
+        keyed.setdefault(key(space, point), point)
     return keyed
 
 

@@ -34,6 +34,7 @@ from optuna.trial import FrozenTrial
 from bench import entry
 from bench.efficiency_truth import Record, feasible_at, truths, within
 from tuner.errors import TunerError
+from tuner.export.hours import MEASURED_KINDS
 from tuner.record.trial import TrialRecord
 
 
@@ -120,7 +121,7 @@ def _launches(table: Mapping[str, Record]) -> tuple[list[str], list[str]]:
 
 def _first_miss(rec: Record, n_tiers: int) -> int | None:
     """The first tier the launch measured and missed (a launch that measured none: None)."""
-    if not rec.get("tier_ok") and rec.get("kind") not in (None, "slo", "failed_requests"):
+    if not rec.get("tier_ok") and rec.get("kind") not in MEASURED_KINDS:
         return None  # refused, crashed: nothing was run to skip
     return next((i for i in range(n_tiers) if not feasible_at(rec, i)), None)
 

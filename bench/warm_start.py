@@ -53,8 +53,8 @@ from bench.efficiency_truth import Record, truths  # noqa: E402
 from bench.ranks import spearman  # noqa: E402
 from bench.sample_efficiency import (  # noqa: E402
     SPACE,
-    all_points,
     cache_path,
+    distinct_launches,
     launch_key,
     launch_record,
     replicate_names,
@@ -153,9 +153,7 @@ def measure_all(
     space: Space, table: dict[str, Record], replicates: Sequence[str], workers: int
 ) -> list[str]:
     """Every distinct launch of ``space`` measured on every replicate; returns the keys."""
-    keyed: dict[str, dict[str, Any]] = {}
-    for point in all_points(space):
-        keyed.setdefault(launch_key(space, point), point)
+    keyed = distinct_launches(space)
     todo = [(k, p, r) for r in replicates for k, p in keyed.items() if f"{r}|{k}" not in table]
     if todo:
         print(f"measuring {len(todo)} launches (exhaustive sweep)...", file=sys.stderr)

@@ -33,12 +33,19 @@ import yaml
 from bench import entry
 from bench.discretise import bench_space_data
 from bench.efficiency_truth import Record, truths, within
-from bench.sample_efficiency import all_points, launch_record, replicate_names, save
+from bench.llamacpp_recommendation import run_fresh
+from bench.sample_efficiency import (
+    distinct_launches,
+    record_of,
+    replicate_config,
+    replicate_names,
+    save,
+)
 from bench.warm_start import Setup, earlier_study, map_jobs, prior_result, quiet, searches
 from bench.warm_start_table import render
 from launchers.simengine.profile import PROFILE_DIR
 from objectives.objective import get_objective
-from tuner.errors import InfraError, TunerError
+from tuner.errors import TunerError
 from tuner.run.trial import TrialRunner
 from tuner.space import render_engine_config
 from tuner.space.schema import Space
@@ -99,14 +106,6 @@ def write_profiles(folder: Path) -> None:
         (folder / f"cpu_{name}.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
 
 
-def distinct(space: Space) -> dict[str, dict[str, Any]]:
-    """One point per distinct launch the rules allow, by ``real_key``."""
-    keyed: dict[str, dict[str, Any]] = {}
-    for point in all_points(space):
-        keyed.setdefault(real_key(space, point), point)
-    return keyed
-
-
 def missing(table: dict[str, Record], keys: Sequence[str], replicates: Sequence[str]) -> bool:
     return any(f"{r}|{k}" not in table for r in replicates for k in keys)
 
@@ -116,8 +115,8 @@ def measure_truth(path: Path, replicates: Sequence[str], runs: Path) -> None:
     replicate, so drift in the machine's load hits every config alike), the table written to
     ``path`` after each launch."""
     space = Space.model_validate(space_data())
-    table: dict[str, Record] = json.loads(path.read_text()) if path.exists() else {}
-    keyed = distinct(space)
+    table = _read(path)
+    keyed = distinct_launches(space, real_key)
     todo = [(k, p, r) for r in replicates for k, p in keyed.items() if f"{r}|{k}" not in table]
     runner = TrialRunner(space, get_objective(space.study.objective or ""), 600.0, SPACE.parent)
     for i, (key, point, replicate) in enumerate(todo, 1):
@@ -144,12 +143,10 @@ def _launch(
     runner: TrialRunner, space: Space, point: dict[str, Any], replicate: str, folder: Path
 ) -> Record:
     """One real launch, run again after an infrastructure fault (a client starved by load)."""
-    for attempt in range(1, INFRA_TRIES + 1):
-        try:
-            return launch_record(runner, space, point, replicate, folder / f"try{attempt}")
-        except InfraError as err:
-            print(f"  infrastructure fault, run again: {err}", file=sys.stderr)
-    raise TunerError(f"{point}: {INFRA_TRIES} infrastructure faults in a row")
+    outcome = run_fresh(runner, replicate_config(space, point, replicate), folder, INFRA_TRIES)
+    if outcome is None:
+        raise TunerError(f"{point}: {INFRA_TRIES} infrastructure faults in a row")
+    return record_of(space, outcome)
 
 
 def header(
@@ -177,7 +174,7 @@ def run_bench(args: Any, narrow: dict[str, list[Any]] | None = None) -> str:
     space = Space.model_validate(data)
     maximize = get_objective(space.study.objective or "").direction == "maximize"
     replicates = replicate_names(args.replicates)
-    keys = list(distinct(space))
+    keys = list(distinct_launches(space, real_key))
     with tempfile.TemporaryDirectory(prefix="warm_real_") as tmp:
         folder = Path(tmp)
         table = _read(args.table)
