@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tests.postgres import Postgres
 from tests.tuner.run.test_worker import REPO, assert_exact, complete, slow_space, wait_for, worker
 from tuner.export import export_study
-from tuner.export.recommend import trials_table
+from tuner.export.tables import trials_table
 from tuner.record.trial import lost_params
 from tuner.run.loop import WORKER_ATTR
 from tuner.storage.urls import driver_url

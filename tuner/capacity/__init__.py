@@ -3,7 +3,7 @@
 ``study.run_capacity`` launches each recommended config and the defaults once, and on each
 running engine searches the largest load the SLOs hold at (``search``: bracketing, then
 bisection; ``probe``: one measurement at one load). The answer is plain data
-(``tuner.export.capacity``), kept in the study's ``capacity.json`` for the exports.
+(``tuner.storage.capacity``), kept in the study's ``capacity.json`` for the exports.
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ from objectives.workload import (
     WorkloadSpec,
 )
 from tuner.errors import LaunchError, SpaceError
-from tuner.export.capacity import CONCURRENCY, Probe
 from tuner.space.schema import Space
+from tuner.storage.capacity import CONCURRENCY, Probe
 from tuner.storage.results import write_json
 
 PER_USER = 2

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tuner.export.capacity import Probe
+from tuner.storage.capacity import Probe
 
 ProbeAt = Callable[[float, str], Probe]  # (load, phase) -> the measurement there
 

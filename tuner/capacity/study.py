@@ -24,7 +24,16 @@ from tuner.capacity.probe import Prober, capacity_slos
 from tuner.capacity.search import Bounds, Bracket, search, settle
 from tuner.errors import InfraError, LaunchError, StudyError
 from tuner.export import export_study
-from tuner.export.capacity import (
+from tuner.export.capacity_text import probe_line
+from tuner.record.trial import TrialRecord
+from tuner.run.context import RunOptions, StudyContext, prepare
+from tuner.run.join import recorded_space
+from tuner.run.objective import finished_count
+from tuner.run.trial import TrialRunner
+from tuner.score.eligible import Policy
+from tuner.score.recommend import recommend
+from tuner.space import render_engine_config
+from tuner.storage.capacity import (
     CONCURRENCY,
     HELD_TO_BOUND,
     REQUEST_RATE,
@@ -33,17 +42,8 @@ from tuner.export.capacity import (
     Probe,
     write_capacity,
 )
-from tuner.export.capacity_text import probe_line
-from tuner.export.data import StudyData, load_study_data
-from tuner.export.eligible import Policy
-from tuner.export.recommend import recommend
-from tuner.record.trial import TrialRecord
-from tuner.run.context import RunOptions, StudyContext, prepare
-from tuner.run.join import recorded_space
-from tuner.run.objective import finished_count
-from tuner.run.trial import TrialRunner
-from tuner.space import render_engine_config
 from tuner.storage.results import write_trial_config
+from tuner.storage.study_data import StudyData, load_study_data
 
 Report = Callable[[str], None]
 RATE_START = 1.0  # req/s: doubled or halved from here

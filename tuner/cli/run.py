@@ -13,7 +13,7 @@ import typer
 
 from tuner.cli.durations import parse_duration
 from tuner.cli.root import app
-from tuner.record.pooling import DEFAULT_CONFIRM
+from tuner.run.context import DEFAULT_CONFIRM
 from tuner.run.slots import SlotRequest
 from tuner.run.study import RunOptions, run_study
 from tuner.samplers.registry import DEFAULT_SAMPLER, SAMPLERS

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.export.build import Export, build_export
-from tuner.export.capacity import read_capacity
 from tuner.export.commands import commands_markdown
-from tuner.export.data import load_study_data
 from tuner.export.recipe import recipe_yaml
 from tuner.export.report import report_html
 from tuner.export.tables import pareto_frame, trials_frame
+from tuner.storage.capacity import read_capacity
 from tuner.storage.results import write_atomic
+from tuner.storage.study_data import load_study_data
 
 
 @dataclass

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.export.capacity import CapacityReport
 from tuner.export.configs import LaunchConfig, collect_secrets, launch_config
-from tuner.export.data import StudyData
-from tuner.export.eligible import Policy
 from tuner.export.importance import Importance, tier_importance
 from tuner.export.secrets import Redactor
-from tuner.export.tiers import Tier, build_tiers
 from tuner.record.trial import TrialRecord
+from tuner.score.eligible import Policy
+from tuner.score.tiers import Tier, build_tiers
+from tuner.storage.capacity import CapacityReport
+from tuner.storage.study_data import StudyData
 
 
 @dataclass

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from html import escape
 
 from tuner.export.build import Export, TierExport
-from tuner.export.capacity import CONCURRENCY, CapacityReport, ConfigCapacity
 from tuner.export.capacity_text import (
     bound_text,
     headline,
@@ -22,6 +21,7 @@ from tuner.export.capacity_text import (
     slo_label,
     spread_text,
 )
+from tuner.storage.capacity import CONCURRENCY, CapacityReport, ConfigCapacity
 
 
 def capacity_section(export: Export) -> str:

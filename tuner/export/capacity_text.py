@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from objectives.tails import tail_note
-from tuner.export.capacity import (
+from tuner.storage.capacity import (
     CONCURRENCY,
     HELD_TO_BOUND,
     CapacityReport,

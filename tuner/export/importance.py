@@ -17,7 +17,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
-from tuner.export.tiers import Tier
+from tuner.score.tiers import Tier
 
 MIN_TRIALS = 8  # below this the "top quantile" is one or two trials: noise, not importance
 TOP_TRIALS = 5  # PED-ANOVA's advice: at least this many trials above the target quantile

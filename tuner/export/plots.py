@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from html import escape
 
 from objectives.tails import tail_note
-from tuner.export.tiers import Point, Tier
+from tuner.score.tiers import Point, Tier
 
 W, H = 640, 400
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 40, 50

@@ -18,10 +18,10 @@ from typing import Any
 import yaml
 
 from tuner.export.build import Export, TierExport
-from tuner.export.capacity import CapacityReport, point_capacity
 from tuner.export.configs import LaunchConfig, split_shared
 from tuner.export.docker_run import image_of
 from tuner.export.recipe_args import launch_args, recipe_args
+from tuner.storage.capacity import CapacityReport, point_capacity
 
 
 def recipe_data(export: Export) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from objectives.objective import Objective
 from objectives.tails import percentile, rests_on
-from tuner.export.recommend import TierRecommendation
+from tuner.score.recommend import TierRecommendation
 
 
 def format_recommendations(recs: Sequence[TierRecommendation], objective: Objective) -> str:

@@ -19,7 +19,7 @@ from tuner.export.commands import serve_command
 from tuner.export.docker_run import image_of
 from tuner.export.plots import bars_html, pareto_svg
 from tuner.export.report_hours import hours_html
-from tuner.export.tiers import FIGURE_KEYS, Point
+from tuner.score.tiers import FIGURE_KEYS, Point
 from tuner.space.params import Parameter
 from tuner.storage.urls import redact
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from tuner.export.data import StudyData
 from tuner.export.hours import (
     CacheEffect,
     StudyHours,
@@ -18,6 +17,7 @@ from tuner.export.hours import (
     startup_words,
     study_hours,
 )
+from tuner.storage.study_data import StudyData
 
 
 def hours_html(data: StudyData) -> str:

@@ -6,16 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from objectives.objective import get_objective
-from tuner.export.capacity import read_capacity
 from tuner.export.capacity_text import capacity_text
-from tuner.export.data import space_from_text
-from tuner.export.eligible import Policy
 from tuner.export.hours import StudyHours, clock_words, span, startup_words, study_hours
-from tuner.export.recommend import recommend
 from tuner.export.recommend_table import format_recommendations
 from tuner.record.study import StudyRecord
 from tuner.record.trial import TrialRecord
+from tuner.score.eligible import Policy
+from tuner.score.recommend import recommend
+from tuner.storage.capacity import read_capacity
 from tuner.storage.studies import open_study
+from tuner.storage.study_data import space_from_text
 
 
 def show_study(name: str, storage: str | None, results_dir: Path) -> str:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial
 
 from tuner.export.build import Export, TierExport
-from tuner.export.recommend import trials_table
 from tuner.record.trial import CONSTRAINT_KEYS, TrialRecord
 
 
 def trials_frame(export: Export) -> pd.DataFrame:
-    """One row per trial: ``tune run``'s table plus failure kind, constraints, lineage, command."""
+    """One row per trial (``trials_table``) plus failure kind, constraints, lineage, command."""
     data = export.data
     frame = trials_table(data.study, data.tiers)
     if frame.empty:
@@ -22,6 +23,30 @@ def trials_frame(export: Export) -> pd.DataFrame:
     extra = pd.DataFrame([_extra(by_number[int(n)], export) for n in frame["trial"]])
     frame["failure"] = frame["failure"].map(lambda s: export.redactor.scrub(str(s)))
     return pd.concat([frame.reset_index(drop=True), extra], axis=1)
+
+
+def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
+    """Every trial: state, params, failure reason and every per-tier metric (``c<N>_<key>``)."""
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        r = TrialRecord.of(t)
+        row: dict[str, Any] = {
+            "trial": t.number,
+            "state": t.state.name,
+            "baseline": r.baseline,
+            "feasible": r.complete and r.feasible,
+            "failure": r.failure or "",
+            "confirm_of": r.confirm_of,
+            "duplicate_of": r.duplicate_of,
+            "duration_s": t.duration.total_seconds() if t.duration else None,
+        }
+        row.update({f"param_{k}": v for k, v in t.params.items()})
+        for tier in tiers:
+            for key, value in r.tier(tier).items():
+                if isinstance(value, int | float):
+                    row[f"c{tier}_{key}"] = value
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _extra(t: FrozenTrial, export: Export) -> dict[str, Any]:

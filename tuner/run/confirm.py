@@ -7,7 +7,7 @@ noise). A confirmation trial's record names the config's first measurement (``co
 is never answered from the duplicate cache, does not count towards ``--trials``, and runs
 through the same claim / run / tell loop as every trial (``WorkerLoop.drain``). Confirmations
 can reshuffle a tier's leaders, so the pick is repeated (at most ``MAX_ROUNDS`` times) until
-every leader holds two launches. ``tuner.export.recommend`` then pools the launches of each
+every leader holds two launches. ``tuner.score.recommend`` then pools the launches of each
 config and weighs its lead against the noise the repeats reveal.
 """
 
@@ -20,11 +20,12 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
-from tuner.export.eligible import Eligible, Policy
-from tuner.export.recommend import rank_score
-from tuner.record.pooling import DEFAULT_CONFIRM, Config, configs
 from tuner.record.trial import TrialRecord, confirm_attrs
+from tuner.run.context import DEFAULT_CONFIRM
 from tuner.run.loop import WorkerLoop
+from tuner.score.eligible import Eligible, Policy
+from tuner.score.pooling import Config, configs
+from tuner.score.recommend import rank_score
 
 MAX_ROUNDS = 3
 LAUNCHES = 2  # launches a leading config should hold once confirmed

@@ -16,20 +16,21 @@ import optuna
 from objectives.objective import Objective, parse_objectives
 from objectives.workload import STALL_FLOOR_S
 from tuner.errors import SpaceError, StudyError
-from tuner.export.recommend import TierRecommendation
-from tuner.record.pooling import DEFAULT_CONFIRM
 from tuner.record.study import StudyRecord, write_trade_off
 from tuner.run.preflight import check_engine
 from tuner.run.slots import SlotRequest
 from tuner.run.trial import TrialRunner
 from tuner.run.warm import WarmStart, load_warm_start
 from tuner.samplers.registry import DEFAULT_SAMPLER, check_sampler, make_sampler
+from tuner.score.recommend import TierRecommendation
 from tuner.space import Space, load_space
 from tuner.space.render import api_key
 from tuner.space.schema import TargetSpec
 from tuner.space.stored import redact_space_data, stored_space_text
 from tuner.storage.results import StudyPaths
 from tuner.storage.urls import driver_url
+
+DEFAULT_CONFIRM = 2  # leading configs per tier launched again after exploration (--confirm)
 
 
 @dataclass

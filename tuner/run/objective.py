@@ -17,9 +17,8 @@ from objectives.objective import front_axes
 from objectives.tails import tail_note
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError
-from tuner.export.eligible import Policy
-from tuner.export.recommend import TierRecommendation, recommend, trials_table
 from tuner.export.recommend_table import format_recommendations
+from tuner.export.tables import trials_table
 from tuner.record.times import TrialTimes
 from tuner.record.trial import (
     TrialOutcome,
@@ -44,6 +43,8 @@ from tuner.run.signals import why_stopped
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
 from tuner.run.warm import queue_picks
+from tuner.score.eligible import Policy
+from tuner.score.recommend import TierRecommendation, recommend
 from tuner.space import render_engine_config
 from tuner.space.sample import rules_violation, suggest, violated_rules
 from tuner.storage.results import staged_dir, write_atomic, write_json

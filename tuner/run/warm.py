@@ -2,7 +2,7 @@
 measurements the sampler's prior.
 
 The earlier study may be the same space on the simulated engine, an older engine release or a
-neighbouring model. Each of its tiers' recommendations (``tuner.export.recommend``, what
+neighbouring model. Each of its tiers' recommendations (``tuner.score.recommend``, what
 ``tune show`` prints for it) is read into this space (``tuner.space.translate``: knobs this
 space lacks dropped, values moved to the nearest this space takes, gaps at its defaults) and
 queued right after the baseline, once each, unless this space's rules refuse it. Its
@@ -27,15 +27,15 @@ from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
 from tuner.errors import StudyError
-from tuner.export.data import StudyData, load_study_data
-from tuner.export.eligible import Policy
-from tuner.export.recommend import TierRecommendation, recommend
 from tuner.record.trial import TrialRecord, warm_attrs
 from tuner.samplers.prior import Prior
+from tuner.score.eligible import Policy
+from tuner.score.recommend import TierRecommendation, recommend
 from tuner.space.params import Scalar
 from tuner.space.schema import Space
 from tuner.space.translate import queued, translate
 from tuner.storage.results import StudyPaths
+from tuner.storage.study_data import StudyData, load_study_data
 from tuner.storage.urls import redact
 
 

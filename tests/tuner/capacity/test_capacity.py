@@ -19,9 +19,9 @@ from tests.tuner.conftest import SMALL_SPACE
 from tuner.capacity import CapacityOptions, run_capacity
 from tuner.cli import main
 from tuner.engine import EngineConfig
-from tuner.export.capacity import CapacityReport, read_capacity, replicas
 from tuner.export.show import show_study
 from tuner.run.study import RunOptions, run_study
+from tuner.storage.capacity import CapacityReport, read_capacity, replicas
 
 SLO_MS = 1000.0
 

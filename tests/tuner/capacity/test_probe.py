@@ -14,8 +14,8 @@ from objectives.workload import WorkloadSpec
 from tests.tuner.conftest import SMALL_SPACE
 from tuner.capacity.probe import Prober, capacity_slos, judge, probe_workload
 from tuner.errors import SpaceError
-from tuner.export.capacity import CONCURRENCY, REQUEST_RATE
 from tuner.space.schema import Space
+from tuner.storage.capacity import CONCURRENCY, REQUEST_RATE
 
 
 def space(slos: list[dict[str, Any]], tiers: list[int] | None = None) -> Space:

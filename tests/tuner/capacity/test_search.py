@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from tuner.capacity.search import Bounds, Bracket, search, settle
-from tuner.export.capacity import Probe
+from tuner.storage.capacity import Probe
 
 
 class Threshold:

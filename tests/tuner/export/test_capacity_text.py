@@ -7,20 +7,20 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import StudyError
-from tuner.export.capacity import (
-    HELD_TO_BOUND,
-    CapacityReport,
-    ConfigCapacity,
-    Probe,
-    read_capacity,
-    write_capacity,
-)
 from tuner.export.capacity_text import (
     capacity_text,
     figure,
     headline,
     replicas_line,
     slo_label,
+)
+from tuner.storage.capacity import (
+    HELD_TO_BOUND,
+    CapacityReport,
+    ConfigCapacity,
+    Probe,
+    read_capacity,
+    write_capacity,
 )
 
 SLO = {"metric": "p99_ttft_ms", "max": 2000.0}

@@ -20,10 +20,10 @@ from tests.tuner.export.shell import run_pasted as _run
 from tuner.engine import EngineConfig
 from tuner.export import export_study
 from tuner.export.configs import LaunchConfig
-from tuner.export.data import space_from_text
 from tuner.export.docker_run import docker_groups
 from tuner.space import render_engine_config
 from tuner.space.schema import Space
+from tuner.storage.study_data import space_from_text
 
 API_KEY = "sk-test-0123456789abcdef"
 HF = "hf_sentinelvalue_42"

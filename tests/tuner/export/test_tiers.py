@@ -11,10 +11,10 @@ from objectives.objective import front_axes, get_objective
 from tests.tuner.export.conftest import CONFIGS, TIERS, figures
 from tuner.errors import SecretLeakError
 from tuner.export.build import Export, build_export
-from tuner.export.data import load_study_data
 from tuner.export.importance import MIN_TRIALS, tier_importance
 from tuner.export.secrets import Redactor
-from tuner.export.tiers import Point, pareto_front, plot_axes
+from tuner.score.tiers import Point, pareto_front, plot_axes
+from tuner.storage.study_data import load_study_data
 
 
 def _export(results: Path) -> Export:
@@ -191,7 +191,7 @@ def test_confirmations_pool_into_their_trial(hand_results: Path) -> None:
 
 def test_export_picks_what_tune_show_picks_after_confirmations(hand_results: Path) -> None:
     from objectives.objective import get_objective
-    from tuner.export.recommend import recommend
+    from tuner.score.recommend import recommend
 
     url = f"sqlite:///{hand_results / 'hand' / 'study.db'}"
     study = optuna.load_study(study_name="hand", storage=url)

@@ -12,9 +12,9 @@ from objectives.objective import parse_objectives
 from tests.tuner.conftest import SMALL_SPACE, write_yaml
 from tuner.errors import TunerError
 from tuner.export.build import build_export
-from tuner.export.data import load_study_data
 from tuner.export.show import show_study
 from tuner.run.study import RunOptions, run_study
+from tuner.storage.study_data import load_study_data
 
 
 def test_a_list_names_the_objective_then_what_it_is_traded_against() -> None:

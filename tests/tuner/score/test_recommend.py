@@ -11,11 +11,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import get_objective
 from tests.tuner.conftest import write_yaml
-from tuner.export.eligible import Policy
-from tuner.export.recommend import recommend
 from tuner.export.recommend_table import format_recommendations
 from tuner.record.trial import TrialRecord
 from tuner.run.study import RunOptions, run_study
+from tuner.score.eligible import Policy
+from tuner.score.recommend import recommend
 
 P99 = get_objective("p99_tpot")
 DIST = {"chunk": CategoricalDistribution([2048, 8192, 32768, 131072])}

@@ -1,4 +1,4 @@
-"""Which feasible configs may be a tier's pick (``tuner.export.why`` says why in one line).
+"""Which feasible configs may be a tier's pick (``tuner.score.why`` says why in one line).
 
 Feasible at a tier means every request served and the tier's SLOs met. A serving engineer
 asks two more things of a pick, and ``Policy`` encodes them:
@@ -14,7 +14,7 @@ asks two more things of a pick, and ``Policy`` encodes them:
   ``throughput_floor`` of the best a feasible config reached at the tier.
 
 The pick is then the eligible config with the best pooled objective: a point of the tier's
-front of objective against throughput among the eligible configs (``tuner.export.tiers``).
+front of objective against throughput among the eligible configs (``tuner.score.tiers``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from objectives.metrics import SLO
-from tuner.record.pooling import Config
+from tuner.score.pooling import Config
 from tuner.space.schema import Space
 
 THROUGHPUT = "output_throughput"

@@ -23,7 +23,6 @@ from objectives.objective import Objective
 from objectives.tails import is_count
 from tuner.record.trial import TrialRecord
 
-DEFAULT_CONFIRM = 2  # leading configs per tier launched again after exploration (--confirm)
 MIN_NOISE_CV = 0.005  # a handful of repeats can show almost no spread by chance: never trust < 0.5%
 
 

@@ -1,7 +1,7 @@
-"""Per-tier recommendations and the trials table, rebuilt from the study's storage alone.
+"""Per-tier recommendations, rebuilt from the study's trials alone.
 
 Recommendations pool every launch of a config (the trial that first measured it and its
-confirmation trials, see ``tuner.record.pooling``): the value is the mean over launches,
+confirmation trials, see ``tuner.score.pooling``): the value is the mean over launches,
 ``spread`` the
 sample standard deviation, ``runs`` / ``values`` the trials and values it pools. Within a tier,
 configs are ranked by a pessimistic estimate, mean worsened by ``RANK_Z`` noise standard errors,
@@ -15,7 +15,7 @@ means with the baseline's against the tier's pooled run-to-run noise:
 - ``baseline infeasible``: the baseline failed or missed an SLO, any feasible config beats it;
 - ``baseline queued``: the pick is not better beyond the noise, and the baseline held users
   back at the tier where no SLO bounds the wait, or made them wait longer for a first token
-  than the configs that seated them (``tuner.export.eligible``). Its TPOT covers only the users
+  than the configs that seated them (``tuner.score.eligible``). Its TPOT covers only the users
   it seated, so the gain may be negative and the pick is still the one to deploy.
 """
 
@@ -27,16 +27,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import optuna
-import pandas as pd
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective, front_axes
 from objectives.tails import samples_key, with_counts
-from tuner.export.eligible import Eligible, Policy
-from tuner.export.why import choice_line
-from tuner.record.pooling import Config, configs, noise_cv, spread
-from tuner.record.trial import TrialRecord
+from tuner.score.eligible import Eligible, Policy
+from tuner.score.pooling import Config, configs, noise_cv, spread
+from tuner.score.why import choice_line
 
 SHOWN_METRICS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
 RANK_Z = 1.0
@@ -195,27 +192,3 @@ def _against_noise(rec: TierRecommendation) -> str:
     if rec.gain < -VERDICT_Z * error:
         return "worse"
     return "within noise"
-
-
-def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
-    """Every trial: state, params, failure reason and every per-tier metric (``c<N>_<key>``)."""
-    rows = []
-    for t in study.get_trials(deepcopy=False):
-        r = TrialRecord.of(t)
-        row: dict[str, Any] = {
-            "trial": t.number,
-            "state": t.state.name,
-            "baseline": r.baseline,
-            "feasible": r.complete and r.feasible,
-            "failure": r.failure or "",
-            "confirm_of": r.confirm_of,
-            "duplicate_of": r.duplicate_of,
-            "duration_s": t.duration.total_seconds() if t.duration else None,
-        }
-        row.update({f"param_{k}": v for k, v in t.params.items()})
-        for tier in tiers:
-            for key, value in r.tier(tier).items():
-                if isinstance(value, int | float):
-                    row[f"c{tier}_{key}"] = value
-        rows.append(row)
-    return pd.DataFrame(rows)

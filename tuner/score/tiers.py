@@ -1,6 +1,6 @@
 """Per concurrency tier: every measured config, the Pareto front, the baseline and the pick.
 
-A point is one config, pooled by ``tuner.record.pooling`` as the recommendations pool it: its
+A point is one config, pooled by ``tuner.score.pooling`` as the recommendations pool it: its
 figures are means over its launches (the count a percentile rests on, ``tpot_samples``, is the
 fewest of any launch), ``spread`` the relative range of the objective across them (0 with one
 launch), and the gain is the recommendation's own. Copies of an earlier launch and the
@@ -17,9 +17,9 @@ from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective, front_axes, get_objective
 from objectives.tails import is_count, with_counts
-from tuner.export.eligible import Eligible, Policy
-from tuner.export.recommend import recommend
-from tuner.record.pooling import Config, configs, relative_range
+from tuner.score.eligible import Eligible, Policy
+from tuner.score.pooling import Config, configs, relative_range
+from tuner.score.recommend import recommend
 
 FIGURE_KEYS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
 
@@ -36,7 +36,7 @@ class Point:
     confirmations: int = 1
     spread: float = 0.0
     failure: str = ""
-    eligible: bool = False  # may be the tier's pick (tuner.export.eligible)
+    eligible: bool = False  # may be the tier's pick (tuner.score.eligible)
 
     def figures(self) -> dict[str, float | int]:
         """The shown figures, the counts their percentiles rest on, and how often measured."""
@@ -64,7 +64,7 @@ class Tier:
         default_factory=lambda: front_axes(get_objective("p99_tpot"))
     )
     choice: str = ""  # the recommendation's one line: what was given up for what
-    verdict: str | None = None  # the gain against the noise (``tuner.export.recommend``)
+    verdict: str | None = None  # the gain against the noise (``tuner.score.recommend``)
 
     def point(self, trial: int) -> Point | None:
         return next((p for p in self.points if p.trial == trial), None)

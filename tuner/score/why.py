@@ -8,8 +8,8 @@ output throughput unless ``--objective`` named more than one objective.
 from __future__ import annotations
 
 from objectives.objective import Objective
-from tuner.export.eligible import Eligible, Policy, ttft, users_held
-from tuner.record.pooling import Config
+from tuner.score.eligible import Eligible, Policy, ttft, users_held
+from tuner.score.pooling import Config
 
 
 def choice_line(
