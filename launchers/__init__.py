@@ -1,8 +1,32 @@
-"""Launcher plugins, chosen by the space's ``target.kind`` through a plain dict."""
+"""The launchers as the core sees them: the contract, and the kinds chosen by ``target.kind``.
+
+Outside ``launchers/`` only this module is imported (``lint-imports`` keeps it so):
+
+- ``launcher_class(kind)``: the kind a space's target names, through a plain dict that
+  ``register`` fills; ``Launcher`` (``_base``) is the contract every kind keeps, with what the
+  core asks of a kind without launching: leftovers to clear, a deployable command;
+- for the pre-flight check of a space against the installed engine: ``requested_flags`` (the
+  flags a launch's arguments request), ``plugin_env`` (an env variable a platform plugin reads
+  that core vLLM would call unknown) and ``engine_facts`` (what an installed vLLM says of
+  itself: version, flags, env).
+"""
 
 from __future__ import annotations
 
-from launchers._base import Endpoint, Launcher, LauncherSettings, Startup, VirtualEngine
+from pathlib import Path
+
+from launchers._base import (
+    DeployCommand,
+    Deployment,
+    Endpoint,
+    Launcher,
+    LauncherSettings,
+    Leftover,
+    Startup,
+    VirtualEngine,
+)
+from launchers._knobs import plugin_env, requested_flags
+from launchers._vllm_facts import EngineFacts, read_facts
 from tuner.errors import SpaceError
 
 LAUNCHERS: dict[str, type[Launcher]] = {}
@@ -24,6 +48,11 @@ def launcher_class(kind: str) -> type[Launcher]:
         raise SpaceError(f"unknown launcher kind {kind!r}; valid kinds: {valid}") from None
 
 
+def engine_facts(program: Path) -> EngineFacts:
+    """What the ``vllm`` executable ``program`` says of itself (cached per program version)."""
+    return read_facts(program)
+
+
 def _load_builtin() -> None:
     # Imported lazily: the docker SDK and the simulator are not needed to parse a space.
     from launchers import builtin  # noqa: F401
@@ -31,11 +60,18 @@ def _load_builtin() -> None:
 
 __all__ = [
     "LAUNCHERS",
+    "DeployCommand",
+    "Deployment",
     "Endpoint",
+    "EngineFacts",
     "Launcher",
     "LauncherSettings",
+    "Leftover",
     "Startup",
     "VirtualEngine",
+    "engine_facts",
     "launcher_class",
+    "plugin_env",
     "register",
+    "requested_flags",
 ]

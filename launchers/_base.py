@@ -17,6 +17,16 @@ Every launcher kind (``sim``, ``process``, ``docker``, ``endpoint``) implements 
   seconds its caller measured from ``start()``: on the engine's clock (a simulated engine
   says what the hardware would take) and with the compile-cache entry its log names.
 
+What the core asks of a kind without launching (class methods, each a no-op by default):
+
+- ``clear_leftovers(study, report)``: before a run's first trial, remove what a run of the
+  study on this host that is gone left of this kind (the docker kind: its containers); never
+  raises, a fault here is the first trial's to meet;
+- ``remove_leftovers(study, force)``: ``tune cleanup``, asked by a person: remove what every
+  run that is not alive here left (with ``force``, alive ones' too) and say what was removed;
+- ``deploy_command(settings, deployment)``: the command a person runs to serve a config the
+  way this kind starts it (the docker kind: ``docker run``), as word groups, one per line.
+
 Raises:
     LaunchError: from ``start`` / ``wait_ready``; its ``kind`` says whether the config
         (refused, OOM, crash, ready timeout) or the infrastructure (daemon unreachable, device
@@ -26,10 +36,11 @@ Raises:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,6 +48,40 @@ from pydantic import BaseModel, ConfigDict
 from launchers._compile_log import compile_cache
 from objectives.endpoint import Endpoint, VirtualEngine  # noqa: F401
 from tuner.engine import EngineConfig
+
+Report = Callable[[str], None]
+Group = tuple[str, ...]  # the words of one line of a shown command
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """What ``remove_leftovers`` removed: a container (its name and state) and its labels."""
+
+    name: str
+    status: str
+    study: str
+    trial: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A config as a person deploys it: the engine program and its env (its flags follow the
+    command ``deploy_command`` returns)."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    secret_env: tuple[str, ...] = ()  # names the deploying shell passes through, never values
+    all_gpus: bool = False  # with no device list, ask for every GPU (an image for a GPU node)
+
+
+@dataclass(frozen=True)
+class DeployCommand:
+    """``deploy_command``'s answer: the command's word groups, and the target's settings that
+    the command cannot say (shown beside it)."""
+
+    groups: list[Group]
+    unrendered: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -78,6 +123,23 @@ class Launcher(ABC):
     def startup(self, wall_s: float) -> Startup:
         """The start-up as measured, with what the engine's log says of its compile cache."""
         return Startup(wall_s, *compile_cache(self.logs()))
+
+    @classmethod
+    def clear_leftovers(cls, study: str, report: Report) -> None:
+        """Remove what a gone run of ``study`` on this host left of this kind (see above)."""
+        return None  # a kind that starts nothing outliving its run's notes leaves nothing
+
+    @classmethod
+    def remove_leftovers(cls, study: str | None, force: bool = False) -> list[Leftover]:
+        """``tune cleanup``: remove what runs no longer alive left (see above)."""
+        return []
+
+    @classmethod
+    def deploy_command(
+        cls, settings: LauncherSettings, deployment: Deployment
+    ) -> DeployCommand | None:
+        """The command that serves ``deployment`` as this kind would (None: it has none)."""
+        return None
 
     def __enter__(self) -> Launcher:
         return self

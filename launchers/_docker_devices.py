@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from launchers.cleanup import DEVICES, MANAGED, STUDY, TRIAL
+from launchers._cleanup import DEVICES, MANAGED, STUDY, TRIAL
 
 ASCEND_CONTROL_NODES = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
 

@@ -14,10 +14,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from launchers._cleanup import DEVICES, MANAGED, OWNER
 from launchers._docker_devices import device_label, device_options
 from launchers._engine import HttpEngineSettings
-from launchers.cleanup import DEVICES, MANAGED, OWNER, owner_id
 from tuner.engine import EngineConfig
+from tuner.owner import owner_id
 
 DEFAULT_CACHE_DIRS = [
     "/root/.cache/vllm",  # torch.compile artifacts and CUDA graphs keyed by config

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from launchers._base import Endpoint, Launcher, LauncherSettings
+from launchers._cleanup import stop_on_exit
 from launchers._knobs import KnobReport, record_knobs
 from launchers._startup import (
     ExitInfo,
@@ -28,7 +29,6 @@ from launchers._startup import (
     served_model,
     wait_until_ready,
 )
-from launchers.cleanup import stop_on_exit
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError
 

@@ -20,12 +20,19 @@ import time
 from typing import Any, ClassVar
 
 from launchers import register
-from launchers._base import LauncherSettings
+from launchers._base import DeployCommand, Deployment, LauncherSettings, Leftover, Report
+from launchers._cleanup import (
+    DEVICES,
+    clear_dead_runs,
+    docker_client,
+    remove_leftovers,
+    shielded,
+)
 from launchers._docker_devices import busy_holders
+from launchers._docker_run import docker_run
 from launchers._docker_spec import DockerSettings, container_spec
 from launchers._engine import HttpEngineLauncher, LogStream
 from launchers._startup import ExitInfo
-from launchers.cleanup import DEVICES, docker_client, shielded
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, TunerError
 
@@ -46,6 +53,19 @@ class DockerLauncher(HttpEngineLauncher):
         self._client: Any = None
         self._spec: dict[str, Any] = {}
         self._container: Any = None
+
+    @classmethod
+    def clear_leftovers(cls, study: str, report: Report) -> None:
+        clear_dead_runs(study, report)
+
+    @classmethod
+    def remove_leftovers(cls, study: str | None, force: bool = False) -> list[Leftover]:
+        return remove_leftovers(docker_client(), study=study, force=force)
+
+    @classmethod
+    def deploy_command(cls, settings: LauncherSettings, deployment: Deployment) -> DeployCommand:
+        assert isinstance(settings, DockerSettings)
+        return docker_run(settings, deployment)
 
     def _holds_engine(self) -> bool:
         return self._container is not None

@@ -26,9 +26,9 @@ from pydantic import Field
 
 from launchers import register
 from launchers._base import LauncherSettings
+from launchers._cleanup import shielded
 from launchers._engine import HttpEngineLauncher, HttpEngineSettings, LogStream
 from launchers._startup import ExitInfo
-from launchers.cleanup import shielded
 from tuner.engine import EngineConfig
 from tuner.errors import TunerError
 

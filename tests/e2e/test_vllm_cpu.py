@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from launchers._vllm_facts import read_facts
 from launchers.process import ProcessLauncher, ProcessSettings
-from launchers.vllm_facts import read_facts
 from objectives.runner import run_benchmark
 from objectives.workload import WorkloadSpec
 from tests.launchers.helpers import free_port

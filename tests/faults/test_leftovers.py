@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import launchers.docker
-from launchers import cleanup
+from launchers import _cleanup as cleanup
 from tests.faults.faulty_engine import FAULTY_ENGINE
 from tests.faults.procs import finish, tune
 from tests.launchers.helpers import free_port, wait_listening

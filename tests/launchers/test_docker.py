@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from launchers.cleanup import OWNER
+from launchers._cleanup import OWNER
 from launchers.docker import DockerLauncher, DockerSettings, container_spec
 from tests.launchers.docker_env import (
     ROOT,

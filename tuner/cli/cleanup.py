@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from launchers.cleanup import docker_client, remove_leftovers
+from launchers import launcher_class
 from tuner.cli.root import app
 
 
@@ -16,7 +16,7 @@ def cleanup(
     ),
 ) -> None:
     """Remove engine containers whose run is gone (found by their tune.* labels)."""
-    removed = remove_leftovers(docker_client(), study=study, force=force)
+    removed = launcher_class("docker").remove_leftovers(study, force)
     for gone in removed:
         typer.echo(
             f"removed {gone.name} ({gone.status}; study {gone.study or '-'}, "

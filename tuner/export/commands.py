@@ -13,11 +13,12 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from objectives.tails import tail_note
 from tuner.export.build import Export, TierExport
 from tuner.export.configs import Group, LaunchConfig, flag_groups
-from tuner.export.docker_run import docker_groups, unrendered
+from tuner.export.docker_run import docker_deploy
 from tuner.secret_policy import is_env_ref
 from tuner.space.params import check_env_name
 from tuner.space.schema import Space
@@ -49,8 +50,11 @@ def serve_command(launch: LaunchConfig) -> str:
     return render(serve_groups(launch), launch.env, launch.secret_args)
 
 
-def docker_command(launch: LaunchConfig, space: Space) -> str:
-    return render(docker_groups(launch, space), refs=launch.secret_args)
+def docker_command(launch: LaunchConfig, space: Space) -> tuple[str, dict[str, Any]]:
+    """The ``docker run`` command, and the target's SDK options it cannot say."""
+    deploy = docker_deploy(launch, space)
+    groups = deploy.groups + flag_groups(launch.args)
+    return render(groups, refs=launch.secret_args), deploy.unrendered
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~])")
@@ -122,8 +126,9 @@ def _tier_section(t: TierExport, export: Export) -> list[str]:
     lines = [*head, f"Trial {rec.trial}. {_figures_line(t, export)}", ""]
     lines += _secrets_line(t.launch)
     lines += ["```sh", serve_command(t.launch), "```", ""]
-    lines += ["```sh", docker_command(t.launch, export.data.space), "```", ""]
-    if extra := unrendered(export.data.space):
+    command, extra = docker_command(t.launch, export.data.space)
+    lines += ["```sh", command, "```", ""]
+    if extra:
         lines += [f"The docker target also sets SDK options with no flag here: `{extra}`.", ""]
     return lines
 

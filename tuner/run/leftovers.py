@@ -4,13 +4,14 @@ A run killed with SIGKILL cannot stop its engine: a container keeps its devices 
 local engine process its port, and every later trial would fail on them. So each run, before
 its first trial, removes what a dead run of the same study left:
 
-- containers: by their labels (``tune.study``, and ``tune.owner`` naming a run of this host
-  that is gone; ``tune cleanup`` also removes those of other hosts' runs, asked by a person);
+- what the launcher kind leaves itself (``Launcher.clear_leftovers``: the docker kind's
+  containers, by their labels ``tune.study`` and ``tune.owner`` naming a run of this host that
+  is gone; ``tune cleanup`` also removes those of other hosts' runs, asked by a person);
 - engine processes: a trial notes the engines its launcher started (the process groups of
   this process's children that lead their own session, which is how local engines are
   started) in ``.engines.json`` in its folder, and removes the note once its engine is
-  stopped. A note whose run is gone names engines to stop; a process is stopped only while
-  its start time is still the noted one, so a reused pid is never hit.
+  stopped. A note whose run is gone (``tuner.owner``) names engines to stop; a process is
+  stopped only while its start time is still the noted one, so a reused pid is never hit.
 """
 
 from __future__ import annotations
@@ -18,15 +19,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from launchers import cleanup
-from tuner.errors import LaunchError
+from launchers import launcher_class
+from tuner.owner import gone, owner_id
 
 Report = Callable[[str], None]
 NOTE = ".engines.json"
@@ -34,45 +34,11 @@ STOP_GRACE_S = 15.0  # SIGTERM to SIGKILL, as the process launcher's default sto
 _PROC = Path("/proc")
 
 
-def gone(owner: str) -> bool:
-    """Whether ``owner`` (``host:pid``) is a process of this host that no longer runs."""
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    return not cleanup.owner_alive(owner)
-
-
 def clear_leftovers(study: str, target_kind: str, trials_dir: Path, report: Report) -> None:
     """Stop the engines and containers of the dead runs of ``study`` (see the docstring)."""
-    if target_kind == "docker":
-        _remove_containers(study, report)
+    launcher_class(target_kind).clear_leftovers(study, report)
     for note in sorted(trials_dir.glob(f"*/{NOTE}")):
         _stop_noted(note, report)
-
-
-def _remove_containers(study: str, report: Report) -> None:
-    try:
-        client = cleanup.docker_client()
-        found = cleanup.find_leftovers(client, study=study)
-    except LaunchError as err:  # no daemon: the first trial meets it and says so
-        report(f"warning: leftover containers not checked: {err}")
-        return
-    for container in found:
-        # Only a dead run of this host: another host's run (tune in a container with its own
-        # hostname, on a shared docker socket) cannot be seen from here and may be alive.
-        if gone(owner := container.labels.get(cleanup.OWNER, "")):
-            _remove(container, owner, report)
-
-
-def _remove(container: Any, owner: str, report: Report) -> None:
-    trial = container.labels.get(cleanup.TRIAL, "-")
-    try:
-        container.remove(force=True)
-    except Exception as err:  # removed meanwhile, or the daemon refused: the trial will say
-        report(f"warning: container {container.name} of trial {trial} not removed: {err}")
-        return
-    report(f"removed container {container.name} of trial {trial}, left by the run {owner} "
-           "that is gone")  # fmt: skip
 
 
 @contextmanager
@@ -94,8 +60,7 @@ class EngineNote:
     def take(self) -> None:
         groups = [{"pgid": pid, "start": start} for pid, start in _session_children()]
         if groups:
-            owner = f"{socket.gethostname()}:{os.getpid()}"
-            self.path.write_text(json.dumps({"owner": owner, "groups": groups}))
+            self.path.write_text(json.dumps({"owner": owner_id(), "groups": groups}))
 
 
 class Proc(NamedTuple):

@@ -14,8 +14,8 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.owner import gone
 from tuner.record.trial import mark_failed
-from tuner.run.leftovers import gone
 from tuner.run.objective import Report, requeue
 
 WORKER_ATTR = "tune:worker"  # a system attr: who ran a trial (host:pid and slot)

@@ -3,7 +3,7 @@
 A space written for one vLLM release and run against another would refuse or ignore knobs in
 every trial. Where the engine program is on this machine (a ``process`` target, or a
 ``docker`` target whose command is a mounted venv's ``vllm``), ``check_engine`` asks it
-(``launchers.vllm_facts``) and refuses, with one line naming the space's YAML path:
+(``launchers.engine_facts``) and refuses, with one line naming the space's YAML path:
 
 - a pinned ``engine.version`` other than the one ``vllm --version`` prints;
 - a flag, in the base args or in any value of a parameter, that ``vllm serve --help=all``
@@ -23,8 +23,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from launchers._knobs import plugin_env, requested_flags
-from launchers.vllm_facts import EngineFacts, read_facts
+from launchers import EngineFacts, engine_facts, plugin_env, requested_flags
 from tuner.errors import SpaceError
 from tuner.space.knobs import knob_form, parse_version
 from tuner.space.params import Scalar
@@ -47,7 +46,7 @@ def check_engine(space: Space, path: Path | str, cwd: Path | None = None) -> lis
         if space.target.kind == "process":
             raise SpaceError(f"{path}: engine.command: program {word!r} is not found here")
         return ["engine check skipped: the vLLM program runs inside the image, not here"]
-    facts = read_facts(program)
+    facts = engine_facts(program)
     _check_version(space, facts, path)
     _check_flags(space, facts, path)
     return _check_env(space, facts, path)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from launchers.vllm_facts import EngineFacts, parse_help
+from launchers import EngineFacts
+from launchers._vllm_facts import parse_help
 from tests.tuner.space.conftest import MINIMAL
 from tuner.errors import SpaceError
 from tuner.run import preflight
@@ -27,7 +28,7 @@ REAL = EngineFacts(
 def check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     program = tmp_path / "vllm"
     program.write_text("#!/usr/bin/env python3\n")
-    monkeypatch.setattr(preflight, "read_facts", lambda _: REAL)
+    monkeypatch.setattr(preflight, "engine_facts", lambda _: REAL)
 
     def run(**changes: Any) -> list[str]:
         space = json.loads(json.dumps(MINIMAL))

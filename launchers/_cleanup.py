@@ -6,28 +6,25 @@ Two nets under the launchers' own ``stop()``:
   (``SystemExit(143)``, so every ``with launcher:`` block and ``finally`` runs) and stops, at
   interpreter exit, any launcher still holding an engine.
 - After a killed run (SIGKILL, power loss): every container we create carries the label
-  ``tune.managed``, its owner (``host:pid``) and its study; ``remove_leftovers`` removes those
-  whose owner is gone (``tune cleanup``).
+  ``tune.managed``, its owner (``host:pid``, ``tuner.owner``) and its study;
+  ``clear_dead_runs`` removes those of a study whose run of this host is gone (before a run's
+  first trial), ``remove_leftovers`` those whose owner is not alive here (``tune cleanup``).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import signal
-import socket
 import threading
 import weakref
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from launchers._base import Launcher, Leftover
 from tuner.errors import FailureKind, LaunchError
-
-if TYPE_CHECKING:
-    from launchers._base import Launcher
+from tuner.owner import gone, owner_alive
 
 MANAGED = "tune.managed"
 OWNER = "tune.owner"
@@ -87,34 +84,6 @@ def _stop_all() -> None:
             launcher.stop()
 
 
-def owner_id() -> str:
-    """``host:pid`` of this run, written on every container it creates."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def owner_alive(owner: str) -> bool:
-    """Whether the run that created a container is still running (on this host)."""
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False  # another host's run: its owner cannot be seen from here
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@dataclass(frozen=True)
-class Leftover:
-    name: str
-    status: str
-    study: str
-    trial: str
-    owner: str
-
-
 def docker_client() -> Any:
     """A docker SDK client, or one INFRA line when the daemon cannot be reached."""
     import docker
@@ -159,6 +128,32 @@ def remove_leftovers(client: Any, study: str | None = None, force: bool = False)
             )
         )
     return removed
+
+
+def clear_dead_runs(study: str, report: Callable[[str], None]) -> None:
+    """Remove the containers of ``study`` left by a run of this host that is gone; a daemon
+    that cannot be reached, or a removal it refuses, is a warning (the first trial meets it)."""
+    try:
+        found = find_leftovers(docker_client(), study=study)
+    except LaunchError as err:
+        report(f"warning: leftover containers not checked: {err}")
+        return
+    for container in found:
+        # Only a dead run of this host: another host's run (tune in a container with its own
+        # hostname, on a shared docker socket) cannot be seen from here and may be alive.
+        if gone(owner := container.labels.get(OWNER, "")):
+            _remove_dead(container, owner, report)
+
+
+def _remove_dead(container: Any, owner: str, report: Callable[[str], None]) -> None:
+    trial = container.labels.get(TRIAL, "-")
+    try:
+        container.remove(force=True)
+    except Exception as err:  # removed meanwhile, or the daemon refused: the trial will say
+        report(f"warning: container {container.name} of trial {trial} not removed: {err}")
+        return
+    report(f"removed container {container.name} of trial {trial}, left by the run {owner} "
+           "that is gone")  # fmt: skip
 
 
 def _first_line(err: BaseException) -> str:
