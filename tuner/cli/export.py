@@ -1,4 +1,4 @@
-"""``tune export``: recipe, commands, tables and report from the study's storage alone."""
+"""``tune export``: every result file of a study, from its storage alone."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def export(
     out: Path = typer.Option(None, "--out", help="Output folder (default: results/<study>/)."),
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Results folder."),
 ) -> None:
-    """Write recipe.yaml, commands.md, trials.csv, pareto_c<N>.csv and report.html."""
+    """Write recipe.yaml, commands.md, trials.csv, pareto_c<N>.csv, recommendations.txt/.json
+    and report.html."""
     result = export_study(study, storage, out, results_dir)
     for path in result.files:
         typer.echo(f"{path}  ({path.stat().st_size:,} bytes)")

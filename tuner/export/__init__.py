@@ -1,28 +1,37 @@
-"""``tune export``: what a study recommends, rebuilt from its storage alone.
+"""Every result file of a study, rebuilt from its storage alone: ``export_study``.
 
 Writes into the study's results folder (or ``out_dir``): ``recipe.yaml``, ``commands.md``,
-``trials.csv``, ``pareto_c<N>.csv`` and ``report.html``. The same storage always gives the same
-bytes, so exporting again is harmless; every file is scanned for secret values before it stays.
-The study folder's ``capacity.json`` (``tune capacity``), when present, joins the recipe and
-the report.
+``trials.csv``, ``pareto_c<N>.csv``, ``recommendations.txt`` / ``.json`` and ``report.html``.
+It is their one writer: ``tune export`` calls it, and so does ``tune run`` (the tables after
+every trial, ``TABLES``, and every file at the end) and ``tune capacity``. The same storage
+always gives the same bytes, so exporting again is harmless; every file is scanned for secret
+values before it stays. The study folder's ``capacity.json`` (``tune capacity``), when
+present, joins the recipe and the report.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from tuner.export.build import Export, build_export
+import optuna
+
+from tuner.export.build import Export, TierExport, build_export
 from tuner.export.commands import commands_markdown
 from tuner.export.recipe import recipe_yaml
+from tuner.export.recommend_table import format_recommendations, recommendations_json
 from tuner.export.report import report_html
 from tuner.export.tables import pareto_frame, trials_frame
 from tuner.storage.capacity import read_capacity
 from tuner.storage.results import write_atomic
-from tuner.storage.study_data import load_study_data
+from tuner.storage.study_data import load_study_data, study_data
+
+# What a run refreshes after every trial, so that a long study shows its standing as it goes.
+TABLES = ("trials.csv", "recommendations.txt", "recommendations.json")
 
 
 @dataclass
@@ -39,25 +48,46 @@ def export_study(
     storage: str | None = None,
     out_dir: Path | None = None,
     results_dir: Path = Path("results"),
+    study: optuna.Study | None = None,
+    only: Collection[str] | None = None,
 ) -> ExportResult:
-    """Export study ``name`` (found in ``storage``, else ``results_dir/<name>/study.db``)."""
+    """Export study ``name`` (found in ``storage``, else ``results_dir/<name>/study.db``).
+
+    ``study`` is the study already open at ``storage`` (a run's own), read instead of opened
+    again; ``only`` names the files to write (default: every one)."""
     with _quiet_optuna():
-        data = load_study_data(name, storage, results_dir)
+        if study is None:
+            data = load_study_data(name, storage, results_dir)
+        else:
+            data = study_data(study, storage or f"sqlite:///{results_dir / name / 'study.db'}")
         export = build_export(data, read_capacity(results_dir / name))
     out = out_dir or results_dir / name
-    files = {
-        "recipe.yaml": recipe_yaml(export),
-        "commands.md": commands_markdown(export),
-        "trials.csv": trials_frame(export).to_csv(index=False),
-        "report.html": report_html(export),
-    }
-    for t in export.tiers:
-        files[f"pareto_c{t.concurrency}.csv"] = pareto_frame(t).to_csv(index=False)
+    files = {f: render() for f, render in renderers(export).items() if only is None or f in only}
     for fname, text in files.items():
         export.redactor.check(out / fname, text)  # before anything is written
     for fname, text in files.items():
         write_atomic(out / fname, text)
     return ExportResult(out, [out / f for f in files], export)
+
+
+def renderers(export: Export) -> dict[str, Callable[[], str]]:
+    """Every result file's name, and how its text is rendered from ``export``."""
+    data, recs = export.data, export.recommendations
+    files: dict[str, Callable[[], str]] = {
+        "recipe.yaml": lambda: recipe_yaml(export),
+        "commands.md": lambda: commands_markdown(export),
+        "trials.csv": lambda: trials_frame(export).to_csv(index=False),
+        "recommendations.txt": lambda: format_recommendations(recs, data.objective) + "\n",
+        "recommendations.json": lambda: recommendations_json(data, recs),
+        "report.html": lambda: report_html(export),
+    }
+    for t in export.tiers:
+        files[f"pareto_c{t.concurrency}.csv"] = partial(_pareto_csv, t)
+    return files
+
+
+def _pareto_csv(t: TierExport) -> str:
+    return pareto_frame(t).to_csv(index=False)
 
 
 @contextmanager
@@ -72,4 +102,4 @@ def _quiet_optuna() -> Iterator[None]:
         logger.setLevel(level)
 
 
-__all__ = ["ExportResult", "export_study"]
+__all__ = ["TABLES", "ExportResult", "export_study"]

@@ -12,6 +12,7 @@ from tuner.export.importance import Importance, tier_importance
 from tuner.export.secrets import Redactor
 from tuner.record.trial import TrialRecord
 from tuner.score.eligible import Policy
+from tuner.score.recommend import TierRecommendation, recommend
 from tuner.score.tiers import Tier, build_tiers
 from tuner.storage.capacity import CapacityReport
 from tuner.storage.study_data import StudyData
@@ -44,6 +45,7 @@ class Export:
     tiers: list[TierExport]
     baseline: LaunchConfig | None
     redactor: Redactor
+    recommendations: list[TierRecommendation] = field(default_factory=list)  # per tier
     failures: list[Failure] = field(default_factory=list)
     capacity: CapacityReport | None = None  # capacity.json, when tune capacity has run
 
@@ -55,9 +57,9 @@ def build_export(data: StudyData, capacity: CapacityReport | None = None) -> Exp
     redactor = Redactor()
     collect_secrets(data.space, redactor)
     by_number = {t.number: t for t in data.trials}
-    tiers = build_tiers(
-        data.trials, data.objective, data.tiers, Policy.of(data.space), data.against
-    )
+    policy = Policy.of(data.space)
+    recs = recommend(data.trials, data.objective, data.tiers, policy, data.against)
+    tiers = build_tiers(data.trials, recs, data.objective, policy, data.against)
     out = []
     for tier in tiers:
         rec = tier.recommended
@@ -65,7 +67,8 @@ def build_export(data: StudyData, capacity: CapacityReport | None = None) -> Exp
         out.append(TierExport(tier, launch, tier_importance(tier, data.trials, data.objective)))
     base = next((t for t in data.trials if TrialRecord.of(t).baseline), None)
     baseline = launch_config(data.space, base, redactor) if base is not None else None
-    return Export(data, out, baseline, redactor, failures(data.trials, redactor), capacity)
+    fails = failures(data.trials, redactor)
+    return Export(data, out, baseline, redactor, recs, fails, capacity)
 
 
 def failures(trials: list[FrozenTrial], redactor: Redactor) -> list[Failure]:

@@ -1,4 +1,5 @@
-"""The recommendations as a plain-text table: ``recommendations.txt`` and ``tune show``.
+"""The recommendations as a plain-text table (``recommendations.txt`` and ``tune show``) and
+as data (``recommendations.json``).
 
 One row per tier: the pooled best config beside the baseline, each ``mean ±std (n launches)``,
 the gain and the verdict; then each tier's settings and why each pick was made. Where the
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from objectives.objective import Objective
+from objectives.objective import Objective, front_axes
 from objectives.tails import percentile, rests_on
 from tuner.score.recommend import TierRecommendation
+from tuner.storage.results import json_text
+from tuner.storage.study_data import StudyData
 
 
 def format_recommendations(recs: Sequence[TierRecommendation], objective: Objective) -> str:
@@ -36,6 +39,19 @@ def format_recommendations(recs: Sequence[TierRecommendation], objective: Object
     if choices:
         lines += ["", "why each pick:", *choices]
     return "\n".join(lines)
+
+
+def recommendations_json(data: StudyData, recs: Sequence[TierRecommendation]) -> str:
+    """Every tier's recommendation with every figure it rests on, and what it traded against."""
+    trade_off = front_axes(data.objective, data.against)[1:]
+    return json_text(
+        {
+            "study": data.name,
+            "objective": data.objective.name,
+            "trade_off": [o.name for o in trade_off],
+            "tiers": [r.to_json() for r in recs],
+        }
+    )
 
 
 _WIDTHS = {

@@ -7,18 +7,16 @@ constraint values and user attrs that ``tune show`` and the exporters read back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from objectives.objective import front_axes
 from objectives.tails import tail_note
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError
-from tuner.export.recommend_table import format_recommendations
-from tuner.export.tables import trials_table
+from tuner.export import TABLES, ExportResult, export_study
 from tuner.record.times import TrialTimes
 from tuner.record.trial import (
     TrialOutcome,
@@ -43,11 +41,9 @@ from tuner.run.signals import why_stopped
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
 from tuner.run.warm import queue_picks
-from tuner.score.eligible import Policy
-from tuner.score.recommend import TierRecommendation, recommend
 from tuner.space import render_engine_config
 from tuner.space.sample import rules_violation, suggest, violated_rules
-from tuner.storage.results import staged_dir, write_atomic, write_json
+from tuner.storage.results import staged_dir
 
 Report = Callable[[str], None]
 MAX_CONSECUTIVE_INFRA_FAILURES = 3
@@ -167,7 +163,7 @@ class TrialLoop:
         elif trial.state == TrialState.COMPLETE:
             self.infra_streak = 0
         self.free_streak = 0 if counts_toward_budget(trial) else self.free_streak + 1
-        write_tables(self.ctx, study)
+        write_results(self.ctx, study)
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, reason: str | None = None) -> None:
@@ -234,24 +230,14 @@ def _rests(r: TrialRecord, key: str, tiers: Sequence[int]) -> str:
     return "  (" + ", ".join(f"c{c} {n or '-'}" for c, n in zip(tiers, notes, strict=True)) + ")"
 
 
-def write_tables(ctx: StudyContext, study: optuna.Study) -> list[TierRecommendation]:
-    """Refresh trials.csv and the recommendation files from the storage."""
-    tiers = list(ctx.space.workload.tiers)
-    # Through a temp file and a rename, like every result: a crash never leaves half a table.
-    write_atomic(ctx.paths.trials_csv, trials_table(study, tiers).to_csv(index=False))
-    trials = study.get_trials(deepcopy=False)
-    recs = recommend(trials, ctx.objective, tiers, Policy.of(ctx.space), ctx.against)
-    write_json(
-        ctx.paths.recommendations_json,
-        {
-            "study": ctx.name,
-            "objective": ctx.objective.name,
-            "trade_off": [o.name for o in front_axes(ctx.objective, ctx.against)[1:]],
-            "tiers": [r.to_json() for r in recs],
-        },
+def write_results(
+    ctx: StudyContext, study: optuna.Study, only: Collection[str] | None = TABLES
+) -> ExportResult:
+    """The study's result files, through their one writer (``tune export``'s): the tables
+    after every trial, every file (``only=None``) when the run ends."""
+    return export_study(
+        ctx.name, ctx.storage_url, ctx.paths.root, ctx.paths.root.parent, study, only
     )
-    write_atomic(ctx.paths.recommendations_txt, format_recommendations(recs, ctx.objective) + "\n")
-    return recs
 
 
 def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:

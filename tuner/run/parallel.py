@@ -21,11 +21,10 @@ import threading
 from pathlib import Path
 
 from tuner.errors import StudyError
-from tuner.export.recommend_table import format_recommendations
-from tuner.run.context import RunOptions, StudyContext, StudySummary
+from tuner.run.context import RunOptions, StudyContext
 from tuner.run.join import WorkerOptions, WorkerSummary, join_study, run_options
 from tuner.run.loop import Joined, study_tally
-from tuner.run.objective import Report, write_tables
+from tuner.run.objective import Report
 from tuner.run.signals import sigterm_as_interrupt
 from tuner.run.slots import Slot
 from tuner.storage.urls import backend_of, redact, shared_by_processes
@@ -33,15 +32,12 @@ from tuner.storage.urls import backend_of, redact, shared_by_processes
 
 def run_study_in_slots(
     ctx: StudyContext, opts: RunOptions, slots: list[Slot], report: Report
-) -> StudySummary:
+) -> tuple[Joined, WorkerSummary]:
     """``tune run`` on several slots: create the study here, then one worker per slot."""
     wopts = run_options(ctx, opts)
     with sigterm_as_interrupt():
         joined = join_study(wopts, report, ctx)  # its warm start's picks are queued here
-        summary = run_slots(wopts, joined, slots, report)
-    recs = write_tables(joined.ctx, joined.study)
-    table = format_recommendations(recs, joined.ctx.objective)
-    return StudySummary(ctx.name, summary.complete, summary.interrupted, recs, table)
+        return joined, run_slots(wopts, joined, slots, report)
 
 
 def run_slots(

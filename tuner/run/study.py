@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import time
 
-from tuner.export import export_study
 from tuner.export.recommend_table import format_recommendations
 from tuner.run.confirm import confirm_leaders
 from tuner.run.context import RunOptions, StudyContext, StudySummary, prepare
 from tuner.run.eta import plan_note
 from tuner.run.join import identity, join_study, run_options
 from tuner.run.loop import Joined, WorkerLoop
-from tuner.run.objective import Report, TrialLoop, finished_count, write_tables
+from tuner.run.objective import Report, TrialLoop, finished_count, write_results
 from tuner.run.parallel import run_study_in_slots
 from tuner.run.signals import TIME_UP, TimeUp, deadline_alarm, sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
@@ -37,9 +36,8 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
         report(f"warning: {line}")
     slots = plan_slots(ctx.space, opts.parallel)
     if len(slots) > 1:  # one worker process per slot (see tuner.run.parallel)
-        summary = run_study_in_slots(ctx, opts, slots, report)
-        export_results(ctx, report)
-        return summary
+        joined, ran = run_study_in_slots(ctx, opts, slots, report)
+        return _summary(joined, report, ran.interrupted)
     deadline = None if ctx.timeout_s is None else time.monotonic() + ctx.timeout_s
     interrupted = False
     stopped: str | None = None
@@ -55,8 +53,18 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
         except KeyboardInterrupt:
             interrupted = True
             report("interrupted: the running engine was stopped; rerun the same command to resume")
-    recs = write_tables(ctx, joined.study)
-    export_results(ctx, report)
+    return _summary(joined, report, interrupted, stopped)
+
+
+def _summary(
+    joined: Joined, report: Report, interrupted: bool, stopped: str | None = None
+) -> StudySummary:
+    """Every result file written, and what the study recommends now."""
+    ctx = joined.ctx
+    exported = write_results(ctx, joined.study, only=None)
+    report(f"exported recipe.yaml, commands.md, report.html and tables to {exported.out_dir}/")
+    assert exported.export is not None
+    recs = exported.export.recommendations
     table = format_recommendations(recs, ctx.objective)
     done = finished_count(joined.study)
     if stopped is not None:
@@ -83,8 +91,3 @@ def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report
         confirm_leaders(worker, joined.ctx.confirm, deadline)
     return loop.failed_stop()
 
-
-def export_results(ctx: StudyContext, report: Report) -> None:
-    """recipe.yaml, commands.md, report.html and the tables, from the storage alone."""
-    exported = export_study(ctx.name, ctx.storage_url, ctx.paths.root)
-    report(f"exported recipe.yaml, commands.md, report.html and tables to {exported.out_dir}/")

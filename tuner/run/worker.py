@@ -33,7 +33,7 @@ import time
 
 from tuner.run.join import WorkerOptions, WorkerSummary, identity, join_study
 from tuner.run.loop import Joined, WorkerLoop
-from tuner.run.objective import Report, TrialLoop, write_tables
+from tuner.run.objective import Report, TrialLoop, write_results
 from tuner.run.parallel import run_slots
 from tuner.run.signals import TIME_UP, TimeUp, deadline_alarm, sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
@@ -73,5 +73,5 @@ def _run_one(
         interrupted = True
         report("interrupted: the running engine was stopped and its trial queued again")
         tally = worker.tally()
-    write_tables(joined.ctx, joined.study)
+    write_results(joined.ctx, joined.study)
     return WorkerSummary(opts.study, worker.ran, tally.complete, tally.budget, interrupted)

@@ -19,7 +19,7 @@ from objectives.objective import Objective, front_axes, get_objective
 from objectives.tails import is_count, with_counts
 from tuner.score.eligible import Eligible, Policy
 from tuner.score.pooling import Config, configs, relative_range
-from tuner.score.recommend import recommend
+from tuner.score.recommend import TierRecommendation
 
 FIGURE_KEYS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
 
@@ -83,16 +83,17 @@ class Tier:
 
 def build_tiers(
     trials: Sequence[FrozenTrial],
+    recs: Sequence[TierRecommendation],
     objective: Objective,
-    tiers: Sequence[int],
     policy: Policy,
     against: tuple[Objective, ...] = (),
 ) -> list[Tier]:
+    """Each tier of ``recs`` (``recommend``'s, for the same trials) with its points and front."""
     groups = list(configs(trials).values())
-    recs = recommend(trials, objective, tiers, policy, against)
     axes = front_axes(objective, against)
     out = []
-    for tier, rec in zip(tiers, recs, strict=True):
+    for rec in recs:
+        tier = rec.concurrency
         eligible = {c.root.number for c in Eligible.at(groups, tier, policy).configs}
         points = [p for c in groups if (p := _point(c, tier, objective, eligible))]
         built = Tier(tier, points, pareto_front(points, axes), axes=axes, choice=rec.choice)

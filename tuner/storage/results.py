@@ -80,8 +80,13 @@ def staged_dir(final: Path) -> Iterator[Path]:
             os.replace(staging, final)
 
 
+def json_text(data: Any) -> str:
+    """How every JSON file of a study is written: sorted keys, two-space indent, a last newline."""
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
 def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    write_atomic(path, json_text(data))
 
 
 @dataclass(frozen=True)

@@ -81,14 +81,19 @@ _UNFINISHED = (TrialState.RUNNING, TrialState.WAITING)
 
 def load_study_data(name: str, storage: str | None, results_dir: Path) -> StudyData:
     """Open the study and re-parse the space it recorded; a foreign study is a one-line error."""
-    study = open_study(name, storage, results_dir)
+    url = storage or f"sqlite:///{results_dir / name / 'study.db'}"
+    return study_data(open_study(name, storage, results_dir), url)
+
+
+def study_data(study: optuna.Study, url: str) -> StudyData:
+    """A study already open (at ``url``) as plain data, its space re-parsed from the record."""
+    name = study.study_name
     missing = missing_keys(study.user_attrs)
     if missing:
         raise StudyError(
             f"study {name!r} lacks {', '.join(missing)} in its user attrs: it was not created by "
             "'tune run', so there is nothing to export"
         )
-    url = storage or f"sqlite:///{results_dir / name / 'study.db'}"
     record = StudyRecord.of(study.user_attrs)
     return StudyData(
         name=name,

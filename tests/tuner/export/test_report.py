@@ -121,4 +121,4 @@ def test_a_study_without_any_finished_trial_still_exports(tmp_path: Path) -> Non
     html = (tmp_path / "out" / "report.html").read_text()
     assert html.count('data-points="0"') == len(TIERS) and "No feasible config" in html
     assert "No feasible config at this tier" in (tmp_path / "out" / "commands.md").read_text()
-    assert len(result.files) == 4 + len(TIERS)
+    assert len(result.files) == 6 + len(TIERS)

@@ -43,5 +43,6 @@ def test_pareto_csv_per_tier_holds_the_front(hand_results: Path, tmp_path: Path)
         assert {"param_max_num_batched_tokens", "p99_tpot_ms", "output_throughput"} <= set(front)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["recipe.yaml", "commands.md", "trials.csv", "report.html"]
+        + ["recommendations.txt", "recommendations.json"]
         + [f"pareto_c{c}.csv" for c in TIERS]
     )
