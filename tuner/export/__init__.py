@@ -61,8 +61,9 @@ def export_study(
         else:
             data = study_data(study, storage or f"sqlite:///{results_dir / name / 'study.db'}")
         export = build_export(data, read_capacity(results_dir / name))
+        shown = renderers(export).items()
+        files = {f: render() for f, render in shown if only is None or f in only}
     out = out_dir or results_dir / name
-    files = {f: render() for f, render in renderers(export).items() if only is None or f in only}
     for fname, text in files.items():
         export.redactor.check(out / fname, text)  # before anything is written
     for fname, text in files.items():

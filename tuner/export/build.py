@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -32,7 +33,12 @@ class Failure:
 class TierExport:
     tier: Tier
     launch: LaunchConfig | None
-    importance: Importance
+    data: StudyData = field(repr=False)
+
+    @cached_property
+    def importance(self) -> Importance:
+        """What mattered at the tier, computed when a file shows it (the report alone)."""
+        return tier_importance(self.tier, self.data.trials, self.data.objective)
 
     @property
     def concurrency(self) -> int:
@@ -64,7 +70,7 @@ def build_export(data: StudyData, capacity: CapacityReport | None = None) -> Exp
     for tier in tiers:
         rec = tier.recommended
         launch = launch_config(data.space, by_number[rec.trial], redactor) if rec else None
-        out.append(TierExport(tier, launch, tier_importance(tier, data.trials, data.objective)))
+        out.append(TierExport(tier, launch, data))
     base = next((t for t in data.trials if TrialRecord.of(t).baseline), None)
     baseline = launch_config(data.space, base, redactor) if base is not None else None
     fails = failures(data.trials, redactor)
