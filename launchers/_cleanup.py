@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from launchers._base import Launcher, Leftover
-from tuner.errors import FailureKind, LaunchError
+from tuner.errors import InfraError
 from tuner.owner import gone, owner_alive
 
 MANAGED = "tune.managed"
@@ -85,7 +85,7 @@ def _stop_all() -> None:
 
 
 def docker_client() -> Any:
-    """A docker SDK client, or one INFRA line when the daemon cannot be reached."""
+    """A docker SDK client, or an ``InfraError`` when the daemon cannot be reached."""
     import docker
     from docker.errors import DockerException
 
@@ -93,9 +93,8 @@ def docker_client() -> Any:
         client = docker.from_env(timeout=60)
         client.ping()
     except DockerException as err:
-        raise LaunchError(
-            f"docker daemon unreachable ({_first_line(err)}); is dockerd running?",
-            kind=FailureKind.INFRA,
+        raise InfraError(
+            f"docker daemon unreachable ({_first_line(err)}); is dockerd running?"
         ) from None
     return client
 
@@ -135,7 +134,7 @@ def clear_dead_runs(study: str, report: Callable[[str], None]) -> None:
     that cannot be reached, or a removal it refuses, is a warning (the first trial meets it)."""
     try:
         found = find_leftovers(docker_client(), study=study)
-    except LaunchError as err:
+    except InfraError as err:
         report(f"warning: leftover containers not checked: {err}")
         return
     for container in found:

@@ -30,7 +30,7 @@ from launchers._startup import (
     wait_until_ready,
 )
 from tuner.engine import EngineConfig
-from tuner.errors import FailureKind, LaunchError
+from tuner.errors import InfraError
 
 LogStream = Callable[[], Iterable[bytes]]
 
@@ -76,9 +76,8 @@ class HttpEngineLauncher(Launcher):
             raise RuntimeError("launcher already started; stop() it first")
         self._prepare(config)
         if port_in_use(probe_host(config.host), config.port):
-            raise LaunchError(
-                f"port {config.port} on {config.host} is already in use{self.port_hint}",
-                kind=FailureKind.INFRA,
+            raise InfraError(
+                f"port {config.port} on {config.host} is already in use{self.port_hint}"
             )
         self._config = config
         self._capture = LogCapture(trial_dir / "engine.log", config.secret_values())

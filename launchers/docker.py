@@ -34,7 +34,7 @@ from launchers._docker_spec import DockerSettings, container_spec
 from launchers._engine import HttpEngineLauncher, LogStream
 from launchers._startup import ExitInfo
 from tuner.engine import EngineConfig
-from tuner.errors import FailureKind, LaunchError, TunerError
+from tuner.errors import InfraError, TunerError
 
 __all__ = ["DockerLauncher", "DockerSettings", "container_spec"]
 
@@ -91,10 +91,9 @@ class DockerLauncher(HttpEngineLauncher):
         deadline = time.monotonic() + self.settings.devices_free_timeout_s
         while holders := busy_holders(client, devices):
             if time.monotonic() >= deadline:
-                raise LaunchError(
+                raise InfraError(
                     f"devices {devices} still busy after {self.settings.devices_free_timeout_s:g}s:"
-                    f" held by {', '.join(holders)}",
-                    kind=FailureKind.INFRA,
+                    f" held by {', '.join(holders)}"
                 )
             time.sleep(1.0)
 
@@ -112,7 +111,7 @@ class DockerLauncher(HttpEngineLauncher):
             self.stop()
             explanation = err.explanation or str(err)
             message = f"docker refused the container: {explanation}"
-            raise LaunchError(message, FailureKind.INFRA) from None
+            raise InfraError(message) from None
 
     def _output(self) -> LogStream:
         container = self._container
@@ -144,7 +143,7 @@ class DockerLauncher(HttpEngineLauncher):
         except NotFound:
             return ExitInfo(code=-1)  # removed under us (`tune cleanup --force`)
         except _daemon_errors() as err:
-            raise LaunchError(f"docker daemon lost: {err}", FailureKind.INFRA) from None
+            raise InfraError(f"docker daemon lost: {err}") from None
         state = self._container.attrs["State"]
         if state["Status"] in ("created", "running", "restarting"):
             return None

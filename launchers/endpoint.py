@@ -3,7 +3,7 @@
 Nothing is started, restarted or stopped, so a space whose target is an endpoint may not
 sample engine parameters: ``accepts_engine_params = False`` tells the space validator to refuse
 them with a clear message. Readiness is the same as for launched engines (health answers 200
-and one real completion succeeds), so a server that is down fails the trial as INFRA in
+and one real completion succeeds), so a server that is down fails the trial as an ``InfraError`` in
 ``wait_ready`` instead of failing every request of the benchmark.
 """
 
@@ -18,7 +18,7 @@ from launchers import register
 from launchers._base import Endpoint, Launcher, LauncherSettings
 from launchers._startup import wait_until_ready
 from tuner.engine import EngineConfig
-from tuner.errors import FailureKind, LaunchError
+from tuner.errors import InfraError, LaunchError
 
 
 class EndpointSettings(LauncherSettings):
@@ -74,7 +74,7 @@ class EndpointLauncher(Launcher):
             )
         except LaunchError as err:
             # The server is not ours to configure: its absence is never the sampled config's.
-            raise LaunchError(str(err), kind=FailureKind.INFRA, log_tail=err.log_tail) from None
+            raise InfraError(str(err)) from None
         return Endpoint(model=self._model, base_url=self.settings.url, api_key=self._api_key)
 
     def logs(self) -> str:

@@ -32,7 +32,7 @@ from launchers.simengine.profile import Profile
 from launchers.simengine.startup import weights_load_s
 from objectives.records import BenchRequest, RequestRecord
 from tuner.engine import EngineConfig
-from tuner.errors import FailureKind, LaunchError
+from tuner.errors import InfraError, LaunchError
 
 
 class SimSettings(LauncherSettings):
@@ -141,7 +141,7 @@ class SimLauncher(Launcher):
             self._error = LaunchError(str(err), err.kind, "\n".join(self._lines[-20:]))
             raise self._error from err
         except ValueError as err:  # an unknown profile name, a profile file gone bad
-            raise LaunchError(str(err), FailureKind.INFRA) from err
+            raise InfraError(str(err)) from err
         engine_s = self._engine.startup_s
         self._startup_s = engine_s if s.startup_s is None else s.startup_s
         self._write(f"Application startup complete. (start-up {self._startup_s:.1f} s)")
@@ -165,7 +165,7 @@ class SimLauncher(Launcher):
         if self._error is not None:
             raise self._error
         if self._engine is None:
-            raise LaunchError("sim engine was not started", FailureKind.INFRA)
+            raise InfraError("sim engine was not started")
         s = self._settings
         if s.wall_startup_s:
             time.sleep(min(s.wall_startup_s, timeout_s))

@@ -31,7 +31,7 @@ from objectives.stall import EngineStalled, Progress
 from objectives.tier import tier_result
 from objectives.workers import WorkerPool
 from objectives.workload import WorkloadSpec
-from tuner.errors import FailureKind, InfraError, LaunchError
+from tuner.errors import EngineHung, InfraError
 
 # Gauges are sampled often enough that a tier of a second still shows its queue; a scrape
 # costs a server about a millisecond.
@@ -88,8 +88,8 @@ async def run_http(
     ``i`` sends content round ``first_round + i`` (see ``objectives.runner.run_benchmark``).
 
     Raises:
-        LaunchError: (``HUNG``) the engine served nothing for a whole window while its
-            ``/health`` answered: a config fault.
+        EngineHung: the engine served nothing for a whole window while its ``/health``
+            answered: a config fault.
         InfraError: the same silence, and ``/health`` did not answer either.
     """
     assert endpoint.base_url is not None
@@ -160,7 +160,7 @@ class _HttpRun:
 
 async def hung(
     http: httpx.AsyncClient, stall: EngineStalled, where: str, floor_s: float
-) -> LaunchError | InfraError:
+) -> EngineHung | InfraError:
     """Whose fault a silent engine is: its config's while ``/health`` still answers 200 (up,
     but serving nothing), else the infrastructure's (the engine or the way to it is gone)."""
     try:
@@ -169,9 +169,8 @@ async def hung(
     except httpx.HTTPError as err:
         answer = f"no answer ({type(err).__name__})"
     if answer == "200":
-        return LaunchError(
-            f"engine hung at {where}: {stall}; /health answers 200, so it is up but serves nothing",
-            FailureKind.HUNG,
+        return EngineHung(
+            f"engine hung at {where}: {stall}; /health answers 200, so it is up but serves nothing"
         )
     return InfraError(f"engine silent at {where}: {stall}, and /health gives {answer}")
 

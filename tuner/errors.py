@@ -10,13 +10,20 @@ traceback only under ``--debug``. Anything else escaping is a bug and keeps its 
     ├── StudyError              a study cannot be created, loaded or resumed as asked
     ├── SetupError              the set-up, not the config, is wrong: the study stops at once
     ├── SlotError               accelerator or slot flags that cannot be laid out
-    ├── LaunchError             an engine did not start, get ready or keep serving; ``kind``
-    │                           says whose fault
-    ├── InfraError              not the config's fault: the trial FAILs and is queued again
+    ├── LaunchError             the engine, as the config made it, did not start, get ready
+    │   │                       or keep serving: the trial is infeasible; ``kind`` says how
+    │   └── EngineHung          it served no token for a whole window, its health still 200
+    ├── InfraError              not the config's fault (daemon gone, device busy, client
+    │                           saturated, engine unreachable): the trial FAILs and is queued
+    │                           again
     ├── StorageUnavailable      the database stayed unreachable past the outage allowance
     ├── SecretLeakError         an export file would hold a secret's value
     ├── BenchIncomplete         ``tune bench`` ran, but a tier is not the server's alone (exit 1)
     └── EngineExited            ``tune sim-serve``'s engine refused to start (its exit code)
+
+Whose fault a failure is, is said by its class and only by it: ``LaunchError`` (and
+``EngineHung``) the config's, ``InfraError`` the infrastructure's. ``FailureKind`` says how a
+config failed, the word its trial records.
 
 The simulated engine's own ``EngineRefused`` and ``EngineDead`` are not here on purpose: they
 are what a real engine's process exit and log are to the launchers, which turn them into a
@@ -57,11 +64,9 @@ class SlotError(TunerError):
 
 
 class FailureKind(StrEnum):
-    """Why an engine did not serve a trial.
-
-    Config faults (the sampled config cannot work) make a trial COMPLETE and infeasible, so the
-    sampler learns from them. Infrastructure faults make it FAIL and re-queue its config.
-    """
+    """How the engine a config made did not serve a trial (``LaunchError.kind``): the trial is
+    COMPLETE and infeasible, so the sampler learns from it. Faults that are not the config's
+    are ``InfraError``s, and have no kind."""
 
     REFUSED = "refused"  # the engine rejected its arguments at start-up
     OOM = "oom"  # out of memory at start-up or under load
@@ -69,18 +74,13 @@ class FailureKind(StrEnum):
     HUNG = "hung"  # served no token for a whole window while its health still answered
     READY_TIMEOUT = "ready_timeout"  # never became ready in time
     KNOB_IGNORED = "knob_ignored"  # the engine silently ignored a sampled knob
-    INFRA = "infra"  # daemon gone, device busy, client saturated, node lost
-
-    @property
-    def is_config_fault(self) -> bool:
-        return self is not FailureKind.INFRA
 
 
 class LaunchError(TunerError):
-    """An engine could not be started or made ready, or stopped serving (a hung engine).
+    """The engine a config made could not be started or made ready, or stopped serving.
 
-    ``kind`` tells the study whether the config or the infrastructure is at fault; ``log_tail``
-    holds the engine's last log lines so the trial explains itself.
+    ``kind`` says how (refused, out of memory, crashed...); ``log_tail`` holds the engine's
+    last log lines so the trial explains itself.
     """
 
     def __init__(self, message: str, kind: FailureKind, log_tail: str = "") -> None:
@@ -89,8 +89,16 @@ class LaunchError(TunerError):
         self.log_tail = log_tail
 
 
+class EngineHung(LaunchError):
+    """The engine served no token for a whole window while its ``/health`` still answered."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, FailureKind.HUNG)
+
+
 class InfraError(TunerError):
-    """A fault that is not the config's (client saturated, daemon unreachable): trial FAILs."""
+    """A fault that is not the config's (daemon unreachable, device busy, client saturated, an
+    engine that is not ours gone): the trial FAILs and its config is queued again."""
 
 
 class StorageUnavailable(TunerError):

@@ -27,7 +27,7 @@ from tests.faults.faulty_engine import Engine, serve
 from tests.faults.procs import load, sqlite_url
 from tests.tuner.conftest import SMALL_SPACE, write_yaml
 from tuner.cli import main
-from tuner.errors import FailureKind, InfraError, LaunchError
+from tuner.errors import EngineHung, FailureKind, InfraError, LaunchError
 from tuner.run.study import RunOptions, run_study
 
 WORKLOAD: dict[str, Any] = {
@@ -72,8 +72,7 @@ def bench(url: str, **workload: Any) -> BaseException:
 
 def test_streams_that_stop_while_health_answers_are_a_hung_engine(hung: str) -> None:
     err = bench(hung)
-    assert isinstance(err, LaunchError) and err.kind == FailureKind.HUNG
-    assert err.kind.is_config_fault
+    assert isinstance(err, EngineHung) and err.kind == FailureKind.HUNG  # the config's fault
     assert "c4" in str(err) and "no token" in str(err) and "/health answers" in str(err)
     assert [t.concurrency for t in partial_results(err)] == [1]  # the tier done is kept
 

@@ -17,7 +17,7 @@ from tuner.export import export_study
 from tuner.record.study import StudyRecord
 from tuner.run.context import RunOptions, prepare
 from tuner.run.join import WorkerOptions, _context
-from tuner.run.study import progress_line, run_study
+from tuner.run.study import opening_line, run_study
 from tuner.secret_policy import is_secret_env, is_secret_flag, looks_like_token
 from tuner.space.render import render_engine_config
 from tuner.storage.urls import open_storage
@@ -168,9 +168,9 @@ def test_export_names_secrets_as_env_references(tmp_path: Path) -> None:
     assert "<redacted>" not in yaml.safe_dump(recipe)
 
 
-def test_progress_line_hides_the_storage_password(tmp_path: Path) -> None:
+def test_opening_line_hides_the_storage_password(tmp_path: Path) -> None:
     space = write_yaml(tmp_path / "small.yaml", copy.deepcopy(SMALL_SPACE))
     ctx = prepare(RunOptions(space_path=space, results_dir=tmp_path / "r",
                              storage="postgresql://user:hunter2pw@db:5432/tune"))  # fmt: skip
-    line = progress_line(ctx, 0)
+    line = opening_line(ctx, 0)
     assert "hunter2pw" not in line and "postgresql://user:***@db:5432/tune" in line

@@ -26,7 +26,7 @@ from tests.launchers.docker_env import (
     sim_settings,
 )
 from tests.launchers.helpers import free_port
-from tuner.errors import FailureKind, LaunchError, TunerError
+from tuner.errors import FailureKind, InfraError, LaunchError, TunerError
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 DRIVER = Path(__file__).with_name("drive_launcher.py")
@@ -200,26 +200,23 @@ def test_busy_devices_wait_then_fail_as_infra(
     held = docker_client.containers.create(**spec)
     try:
         engine = launcher(tmp_path, gpus=["1", "3"], devices_free_timeout_s=1)
-        with engine, pytest.raises(LaunchError) as caught:
+        with engine, pytest.raises(InfraError) as caught:
             engine.start(container_config(free_port(), study=study), tmp_path)
     finally:
         held.remove(force=True)
-    assert caught.value.kind is FailureKind.INFRA
     assert "devices nvidia:1,3 still busy" in str(caught.value) and held.name in str(caught.value)
 
 
 def test_one_line_errors(
     docker_client: Any, tmp_path: Path, running_server: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with pytest.raises(LaunchError) as caught:
+    with pytest.raises(InfraError, match="already in use"):
         launcher(tmp_path).start(container_config(running_server), tmp_path)
-    assert caught.value.kind is FailureKind.INFRA and "already in use" in str(caught.value)
     with pytest.raises(TunerError, match="not on this host"):
         launcher(tmp_path, image="nope:missing").start(container_config(free_port()), tmp_path)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")
-    with pytest.raises(LaunchError) as caught:
+    with pytest.raises(InfraError, match="daemon unreachable"):
         launcher(tmp_path).start(container_config(free_port()), tmp_path)
-    assert caught.value.kind is FailureKind.INFRA and "daemon unreachable" in str(caught.value)
 
 
 def _created_config(client: Any, spec: dict[str, Any]) -> dict[str, Any]:

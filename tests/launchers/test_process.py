@@ -16,7 +16,7 @@ import pytest
 
 from launchers.process import ProcessLauncher, ProcessSettings
 from tests.launchers.helpers import loopback_config
-from tuner.errors import FailureKind, LaunchError, SetupError, TunerError
+from tuner.errors import FailureKind, InfraError, LaunchError, SetupError, TunerError
 
 DRIVER = Path(__file__).with_name("drive_launcher.py")
 ROOT = Path(__file__).parents[2]
@@ -177,9 +177,8 @@ def test_sigterm_ignored_escalates_to_sigkill(tmp_path: Path, port: int) -> None
 
 
 def test_port_in_use_is_one_infra_line(tmp_path: Path, running_server: int) -> None:
-    with launcher() as engine, pytest.raises(LaunchError) as caught:
+    with launcher() as engine, pytest.raises(InfraError) as caught:
         engine.start(loopback_config(running_server), tmp_path)
-    assert caught.value.kind is FailureKind.INFRA
     assert f"port {running_server}" in str(caught.value)
 
 

@@ -182,9 +182,9 @@ class Session:
                 prober = self._prober(endpoint, run_dir, config.label)
                 bracket = search(prober, self.bounds)
                 settle(prober, bracket, self.bounds, self.out.repeats)
+        except InfraError as err:
+            raise InfraError(f"{config.label}: {err}") from err
         except LaunchError as err:
-            if not err.kind.is_config_fault:
-                raise InfraError(f"{config.label}: {err.kind.value}: {err}") from err
             config.failure = f"did not start: {err}"
             self.report(f"{config.label}: {config.failure}")
             return

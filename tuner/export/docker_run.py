@@ -61,4 +61,3 @@ def docker_deploy(launch: LaunchConfig, space: Space) -> DeployCommand:
 def docker_groups(launch: LaunchConfig, space: Space) -> list[Group]:
     """``docker run`` words, one group per line, for ``launch`` on the space's docker target."""
     return docker_deploy(launch, space).groups + flag_groups(launch.args)
-

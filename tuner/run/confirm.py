@@ -78,22 +78,24 @@ def enqueue(study: optuna.Study, roots: Sequence[TrialRecord]) -> None:
 
 def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
     """Confirm the leaders of every tier; returns how many confirmation launches were queued."""
-    loop, study = worker.loop, worker.study
-    tiers, queued, rounds = list(loop.ctx.space.workload.tiers), 0, 0
-    while not _past(deadline) and loop.stop_reason() is None:
+    objective, study = worker.objective, worker.study
+    tiers, queued, rounds = list(objective.ctx.space.workload.tiers), 0, 0
+    while not _past(deadline) and objective.stop_reason() is None:
         with worker.j.lock.held():  # a second run on the study must see these as queued
             trials = study.get_trials(deepcopy=False)
-            todo = pending(trials, loop.ctx.objective, tiers, k, Policy.of(loop.ctx.space))
+            todo = pending(
+                trials, objective.ctx.objective, tiers, k, Policy.of(objective.ctx.space)
+            )
             todo = todo if rounds < MAX_ROUNDS else []
             enqueue(study, todo)
         if todo:
             rounds += 1
             queued += len(todo)
             numbers = ", ".join(str(t.number) for t in todo)
-            loop.report(f"confirming {len(todo)} leading configs on a fresh engine: {numbers}")
+            objective.report(f"confirming {len(todo)} leading configs on a fresh engine: {numbers}")
         if not waiting(study):
             break
-        worker.drain(deadline, loop.report)  # also runs launches queued again after a fault
+        worker.drain(deadline, objective.report)  # also runs launches queued again after a fault
     return queued
 
 

@@ -19,7 +19,7 @@ from tuner.errors import InfraError
 from tuner.record.study import read_budget
 from tuner.record.trial import mark_failed, mark_interrupted
 from tuner.run.context import StudyContext
-from tuner.run.objective import Report, TrialLoop, in_budget, requeue
+from tuner.run.objective import Report, StudyObjective, in_budget, requeue
 from tuner.run.orphans import WORKER_ATTR, fail_orphans
 from tuner.run.signals import signals_deferred, why_stopped
 from tuner.space.sample import suggest
@@ -111,8 +111,8 @@ def study_tally(study: optuna.Study, default_budget: int) -> Tally:
 class WorkerLoop:
     """Claims, runs and tells trials of ``joined.study`` until the budget is met."""
 
-    def __init__(self, joined: Joined, loop: TrialLoop, who: str, poll_s: float) -> None:
-        self.j, self.loop, self.who, self.poll_s = joined, loop, who, poll_s
+    def __init__(self, joined: Joined, objective: StudyObjective, who: str, poll_s: float) -> None:
+        self.j, self.objective, self.who, self.poll_s = joined, objective, who, poll_s
         self.ran = 0
         self.waiting_reported = False
 
@@ -147,7 +147,7 @@ class WorkerLoop:
         if deadline is not None and time.monotonic() >= deadline:
             report("timeout: no new trials are started")
             return True
-        if (why := self.loop.stop_reason()) is not None:
+        if (why := self.objective.stop_reason()) is not None:
             report(f"stopping: {why}")
             return True
         return False
@@ -171,7 +171,7 @@ class WorkerLoop:
     def _claim(self, queued_only: bool) -> tuple[Tally, optuna.Trial | None]:
         with self.j.lock.held(), _quiet():
             fail_stale_trials(self.study)  # dead workers' trials: FAIL, config queued again
-            fail_orphans(self.study, self.loop.report)  # this host's dead runs: no grace
+            fail_orphans(self.study, self.objective.report)  # this host's dead runs: no grace
             tally = self.tally()
             if (tally.full and not queued_only) or (queued_only and not self._queued()):
                 return tally, None
@@ -203,17 +203,17 @@ class WorkerLoop:
         state = TrialState.FAIL
         try:
             with Heartbeat(self.j.storage, trial._trial_id, interval):
-                values = self.loop(trial)
+                values = self.objective(trial)
             state = TrialState.COMPLETE
         except KeyboardInterrupt as err:
             self._abandon(trial, why_stopped(err))
             raise
         except InfraError:
-            pass  # TrialLoop recorded why; _finish() below queues the config again
+            pass  # The objective recorded why; _finish() below queues the config again
         except UpdateFinishedTrialError:
             # Another worker failed this trial as stale (its heartbeats stopped reaching the
             # database, e.g. during an outage) and queued its config again: drop this run.
-            self.loop.report(
+            self.objective.report(
                 f"trial {trial.number}: taken over by another worker after its heartbeat was "
                 "lost; this run's result is discarded"
             )
@@ -227,7 +227,7 @@ class WorkerLoop:
             self.ran += 1
         frozen = self._finish(trial, state, values)
         if frozen is not None:
-            self.loop.record(self.study, frozen)
+            self.objective.record(self.study, frozen)
 
     def _finish(
         self, trial: optuna.Trial, state: TrialState, values: list[float] | None
@@ -250,7 +250,7 @@ class WorkerLoop:
         except UpdateFinishedTrialError:
             frozen = self.study._storage.get_trial(trial._trial_id)
         if frozen.state != state:
-            self.loop.report(
+            self.objective.report(
                 f"trial {trial.number}: taken over by another worker after its heartbeat was "
                 f"lost; this run's result is discarded ({frozen.state.name} stands)"
             )

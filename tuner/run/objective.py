@@ -50,8 +50,9 @@ MAX_CONSECUTIVE_INFRA_FAILURES = 3
 MAX_CONSECUTIVE_FREE_TRIALS = 50
 
 
-class TrialLoop:
-    """One run's objective function and bookkeeping around the Optuna study."""
+class StudyObjective:
+    """The Optuna objective of a run: one trial sampled, judged and measured, and the
+    bookkeeping around it (progress line, tables, the streaks the stop rule reads)."""
 
     def __init__(
         self,
@@ -157,7 +158,7 @@ class TrialLoop:
     def record(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Progress line, table refresh and the streaks the stop rule reads (a FAIL's config
         was queued again by the worker loop as it told the trial)."""
-        self.report(progress_line(trial, self.ctx, study, self.deadline))
+        self.report(trial_line(trial, self.ctx, study, self.deadline))
         if trial.state == TrialState.FAIL and not TrialRecord.of(trial).interrupted:
             self.infra_streak += 1
         elif trial.state == TrialState.COMPLETE:
@@ -194,7 +195,7 @@ def finished_count(study: optuna.Study) -> int:
     return sum(map(in_budget, study.get_trials(deepcopy=False)))
 
 
-def progress_line(
+def trial_line(
     trial: FrozenTrial, ctx: StudyContext, study: optuna.Study, deadline: float | None = None
 ) -> str:
     """What one finished trial measured, then when the budget will be met (``eta_note``)."""

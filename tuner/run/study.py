@@ -18,7 +18,7 @@ from tuner.run.context import RunOptions, StudyContext, StudySummary, prepare
 from tuner.run.eta import plan_note
 from tuner.run.join import identity, join_study, run_options
 from tuner.run.loop import Joined, WorkerLoop
-from tuner.run.objective import Report, TrialLoop, finished_count, write_results
+from tuner.run.objective import Report, StudyObjective, finished_count, write_results
 from tuner.run.parallel import run_study_in_slots
 from tuner.run.signals import TIME_UP, TimeUp, deadline_alarm, sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
@@ -44,7 +44,7 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     with sigterm_as_interrupt():
         joined = join_study(run_options(ctx, opts), report, ctx)
         done = finished_count(joined.study)
-        report(progress_line(ctx, done) + plan_note(joined.study, ctx.trials - done, ctx.timeout_s))
+        report(opening_line(ctx, done) + plan_note(joined.study, ctx.trials - done, ctx.timeout_s))
         try:
             with deadline_alarm(deadline):
                 stopped = _run_here(joined, slots[0], deadline, report)
@@ -72,7 +72,7 @@ def _summary(
     return StudySummary(ctx.name, done, interrupted, recs, table, stopped)
 
 
-def progress_line(ctx: StudyContext, done: int) -> str:
+def opening_line(ctx: StudyContext, done: int) -> str:
     """The run's first line: how far the study is, and where it is stored (no password)."""
     warm = f", warm-started from {ctx.warm.study!r}" if ctx.warm else ""
     return (
@@ -84,10 +84,9 @@ def progress_line(ctx: StudyContext, done: int) -> str:
 def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report) -> str | None:
     """The budget through the one claim / run / tell loop every worker runs, then, once it is
     met, the leaders of every tier launched again. Returns why it stopped short through a
-    fault to fix (``TrialLoop.failed_stop``), else None."""
-    loop = TrialLoop(joined.ctx, joined.study, report, slot, deadline)
-    worker = WorkerLoop(joined, loop, identity(slot), poll_s=POLL_S)
+    fault to fix (``StudyObjective.failed_stop``), else None."""
+    objective = StudyObjective(joined.ctx, joined.study, report, slot, deadline)
+    worker = WorkerLoop(joined, objective, identity(slot), poll_s=POLL_S)
     if worker.run(deadline, report).done:  # explored in full: confirm the leaders
         confirm_leaders(worker, joined.ctx.confirm, deadline)
-    return loop.failed_stop()
-
+    return objective.failed_stop()

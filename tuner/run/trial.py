@@ -59,7 +59,7 @@ class TrialRunner:
         on_tier: Callable[[TierResult], None] | None = None,
         times: TrialTimes | None = None,
     ) -> TrialOutcome:
-        """Launch, benchmark every tier, stop. Raises ``InfraError`` for faults not the config's.
+        """Launch, benchmark every tier, stop. Faults not the config's raise ``InfraError``.
 
         ``times`` is filled in as each phase ends, so the caller keeps what a launch that
         failed or was interrupted midway had spent."""
@@ -82,9 +82,7 @@ class TrialRunner:
             with self.serving(config, trial_dir, times) as endpoint:
                 workload, slos = self.space.workload, self.space.slos
                 run_benchmark(endpoint, workload, slos, keep, self.base_dir, on_warmup=warmed)
-        except LaunchError as err:
-            if not err.kind.is_config_fault:
-                raise InfraError(f"{err.kind.value}: {err}") from err
+        except LaunchError as err:  # the config's fault; an InfraError is not, and goes on up
             return self._failed(err, results)
         return self.outcome(results)
 

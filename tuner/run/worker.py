@@ -33,7 +33,7 @@ import time
 
 from tuner.run.join import WorkerOptions, WorkerSummary, identity, join_study
 from tuner.run.loop import Joined, WorkerLoop
-from tuner.run.objective import Report, TrialLoop, write_results
+from tuner.run.objective import Report, StudyObjective, write_results
 from tuner.run.parallel import run_slots
 from tuner.run.signals import TIME_UP, TimeUp, deadline_alarm, sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
@@ -59,8 +59,8 @@ def _run_one(
     opts: WorkerOptions, joined: Joined, slot: Slot, deadline: float | None, report: Report
 ) -> WorkerSummary:
     joined.study.sampler.reseed_rng()  # workers sharing a seed would sample the same configs
-    loop = TrialLoop(joined.ctx, joined.study, report, slot, deadline)
-    worker = WorkerLoop(joined, loop, identity(slot), opts.poll_s)
+    objective = StudyObjective(joined.ctx, joined.study, report, slot, deadline)
+    worker = WorkerLoop(joined, objective, identity(slot), opts.poll_s)
     report(f"worker {worker.who} joined study {opts.study!r} (budget {joined.budget} trials)")
     interrupted = False
     try:

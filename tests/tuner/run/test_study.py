@@ -20,7 +20,7 @@ from objectives.endpoint import Endpoint
 from tests.launchers.helpers import LOOPBACK_ENGINE, free_port
 from tests.tuner.conftest import write_yaml
 from tuner.engine import EngineConfig
-from tuner.errors import FailureKind, LaunchError, SetupError, StudyError, TunerError
+from tuner.errors import InfraError, SetupError, StudyError, TunerError
 from tuner.run.study import RunOptions, run_study
 
 
@@ -149,7 +149,7 @@ class FlakyLauncher(Launcher):
         assert isinstance(self.settings, FlakySettings)
         if self.settings.fault == "interrupt":
             return KeyboardInterrupt()
-        return LaunchError("docker daemon unreachable", FailureKind.INFRA)
+        return InfraError("docker daemon unreachable")
 
     def wait_ready(self, timeout_s: float) -> Endpoint:
         return self.inner.wait_ready(timeout_s)

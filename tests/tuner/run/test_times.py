@@ -14,7 +14,7 @@ import launchers
 from launchers.sim import SimLauncher
 from objectives.endpoint import Endpoint
 from tests.tuner.conftest import write_yaml
-from tuner.errors import FailureKind, LaunchError
+from tuner.errors import InfraError
 from tuner.record.trial import TrialRecord
 from tuner.run.study import RunOptions, run_study
 
@@ -89,7 +89,7 @@ class FaultySim(SimLauncher):
             return endpoint
         FaultySim.seen.add(number)
         if number == 1:
-            raise LaunchError("docker daemon unreachable", FailureKind.INFRA)
+            raise InfraError("docker daemon unreachable")
         if number == 2:
             return Endpoint(endpoint.model, virtual=_CutEngine(endpoint.virtual))
         return endpoint
