@@ -15,7 +15,7 @@ pacing it really delivered). For 64, 256 and 1024 concurrent streams it prints, 
 Our client is ``python -m tuner bench`` (``tune x2``: two client processes, ``--workers 2``,
 from 256 streams); the peer is guidellm from PyPI in its own venv:
 ``python -m venv .cache/peer && .cache/peer/bin/pip install guidellm==0.8.1``.
-Usage: ``python bench/client_capacity.py [--concurrency 64,256,1024] [--itl-ms 25]``.
+Usage: ``python -m bench.client_capacity [--concurrency 64,256,1024] [--itl-ms 25]``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class PacedServer:
     def __init__(self, itl_ms: float) -> None:
         cmd = [
             sys.executable,
-            str(ROOT / "bench" / "pacing_server.py"),
+            "-m",
+            "bench.pacing_server",
             "--port",
             "0",
             "--itl-ms",
@@ -68,13 +69,13 @@ class PacedServer:
             "--max-seconds",
             "600",
         ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert self.proc.stdout is not None
         self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[1])}"
 
     def stats(self, path: str = "/stats") -> dict[str, float]:
         with urllib.request.urlopen(self.url + path, timeout=30) as resp:
-            return json.loads(resp.read())  # type: ignore[no-any-return]
+            return json.loads(resp.read())
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -1,6 +1,6 @@
 """A fast OpenAI-compatible streaming server with a known, fixed token pacing.
 
-Run: ``python bench/pacing_server.py --port 0 --itl-ms 25 --ttft-ms 50`` prints ``PORT <n>``
+Run: ``python -m bench.pacing_server --port 0 --itl-ms 25 --ttft-ms 50`` prints ``PORT <n>``
 and serves on 127.0.0.1 until killed (or ``--max-seconds``). Raw asyncio sockets, HTTP/1.1
 keep-alive, chunked SSE: each stream emits its tokens at ``first + k * itl`` on its own timer
 (absolute times, no drift), and every write is stamped so ``GET /stats`` reports the pacing the

@@ -16,7 +16,7 @@ Readings, each a combination of:
 - cap: 1500 tokens, or 256 (``--custom-output-len``'s default).
 Every reading has two short answers (2-7 tokens): without one no config's P99 nears 2271 ms.
 
-    python bench/scenario2_readings.py [--draws N] [--seed N]
+    python -m bench.scenario2_readings [--draws N] [--seed N]
 """
 
 from __future__ import annotations
@@ -25,11 +25,8 @@ import argparse
 import itertools
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sim_fidelity import BATCHING, measure, workload_2
 from objectives.records import BenchRequest

@@ -14,7 +14,7 @@ by scenario (``s1a_S0`` ... ``ascend_opt``), each the full metric set.
 Workloads whose lengths the sources do not publish are fixed here (seeded) and documented:
 scenario 1b draws 60 prompts from the 10K/16K/32K/64K/96K buckets the authors use.
 
-    python bench/sim_fidelity.py [--json] [--seed N] [--draws N]
+    python -m bench.sim_fidelity [--json] [--seed N] [--draws N]
 
 ``--draws N`` instead runs scenario 2 at c=20 on N draws of its unpublished workload details
 and prints, per batching config, the median TPOT, the P99 TPOT's quartiles across draws and
@@ -27,11 +27,8 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fidelity_report import Row, fitted_lines, print_checks, print_table
 from launchers.simengine import SimEngine

@@ -6,18 +6,15 @@ bulk decode stretches (the default) and, as the baseline in the same run, with e
 simulated alone; it prints seconds per tier, the speed-up, and whether both paths produced the
 same median TPOT (they must: the stretches are the same steps).
 
-    python bench/sim_speed.py
+    python -m bench.sim_speed
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from launchers.simengine import SimEngine
 from objectives.metrics import compute_metrics

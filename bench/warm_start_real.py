@@ -34,14 +34,16 @@ from bench import entry
 from bench.discretise import bench_space_data
 from bench.efficiency_truth import Record, truths, within
 from bench.llamacpp_recommendation import run_fresh
-from bench.sample_efficiency import (
+from bench.sweep import (
     distinct_launches,
+    map_jobs,
+    quiet,
     record_of,
     replicate_config,
     replicate_names,
     save,
 )
-from bench.warm_start import Setup, earlier_study, map_jobs, prior_result, quiet, searches
+from bench.warm_start import Setup, earlier_study, prior_result, searches
 from bench.warm_start_table import render
 from launchers.simengine.profile import PROFILE_DIR
 from objectives.objective import get_objective

@@ -1,4 +1,4 @@
-"""Loading repository files that are scripts, not package modules (scripts/, bench/)."""
+"""Loading repository files that are scripts, not package modules (scripts/)."""
 
 from __future__ import annotations
 

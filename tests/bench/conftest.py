@@ -1,32 +1,28 @@
-"""Bench scripts are files, not a package: tests load them by path."""
+"""The bench scripts, as the modules of the ``bench`` package they are."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 from types import ModuleType
 
 import pytest
 
-from tests._modules import load_module
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture(scope="session")
 def se() -> ModuleType:
-    return load_module(BENCH / "sample_efficiency.py")
+    return importlib.import_module("bench.sample_efficiency")
 
 
 @pytest.fixture(scope="session")
 def sf() -> ModuleType:
-    return load_module(BENCH / "sim_fidelity.py")
+    return importlib.import_module("bench.sim_fidelity")
 
 
 @pytest.fixture(scope="session")
 def s2r() -> ModuleType:
-    return load_module(BENCH / "scenario2_readings.py")
+    return importlib.import_module("bench.scenario2_readings")
 
 
 @pytest.fixture(scope="session")
 def ps() -> ModuleType:
-    return load_module(BENCH / "parallel_speedup.py")
+    return importlib.import_module("bench.parallel_speedup")

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from bench import discretise
+from bench import discretise, sweep
 from bench.efficiency_table import (
     median_cell,
     ratio_interval,
@@ -88,7 +88,7 @@ def rec2(c1: float, c20: float) -> dict:
 
 
 def test_replicates_are_named_as_earlier_tables_hold_them(se: ModuleType) -> None:
-    assert se.replicate_names(4) == ["a", "b", "c", "d"]
+    assert sweep.replicate_names(4) == ["a", "b", "c", "d"]
 
 
 def test_trace_rows_show_each_launch_against_each_tiers_best(se: ModuleType) -> None:
@@ -134,20 +134,22 @@ def test_the_910c_space_keeps_every_ascend_value_and_thins_the_rest(se: ModuleTy
 
 def test_the_910c_points_obey_its_rules(se: ModuleType) -> None:
     """vLLM refuses suffix drafts with explicit async scheduling: no such point is measured."""
-    points = se.all_points(se.bench_space(SPACES / "minimax_910c.yaml", 20))
+    points = sweep.all_points(se.bench_space(SPACES / "minimax_910c.yaml", 20))
     assert len(points) == 2 * 3 * 2 * 3 * 2 * 2 * 3  # async on only without drafts
     assert not [p for p in points if p["async_scheduling"] == "on" and p["num_speculative_tokens"]]
-    assert len(se.distinct_launches(se.bench_space(SPACES / "minimax_910c.yaml", 20))) == 432
+    assert len(sweep.distinct_launches(se.bench_space(SPACES / "minimax_910c.yaml", 20))) == 432
 
 
 def test_the_h200_space_is_discretised_as_before(se: ModuleType) -> None:
     """Its cached table and published figures read this discretisation."""
-    space = se.bench_space(se.SPACE, 40)
+    space = se.bench_space(sweep.SPACE, 40)
     grid = grid_values(space)
     assert grid["max_num_seqs"] == [16, 64, 256] and grid["gpu_memory_utilization"] == [0.92]
     assert space.parameters["max_num_seqs"].default == 256  # vLLM's 1024 is not on the grid
-    assert se.default_prompts(se.SPACE) == 40
-    assert se.cache_path(space) != se.cache_path(se.bench_space(SPACES / "minimax_910c.yaml", 40))
+    assert se.default_prompts(sweep.SPACE) == 40
+    assert sweep.cache_path(space) != sweep.cache_path(
+        se.bench_space(SPACES / "minimax_910c.yaml", 40)
+    )
 
 
 def test_a_space_without_an_entry_gets_a_few_values_per_range_on_its_scale() -> None:
@@ -182,7 +184,7 @@ def test_a_tiny_910c_run_prints_a_row_per_tier_for_each_method(
     small = {name: values[:1] for name, values in ASCEND.items() if name != "hccl_aiv"}
     small |= {**discretise.DISCRETE["minimax_910c"], "num_speculative_tokens": [0]}
     monkeypatch.setitem(discretise.DISCRETE, "minimax_910c", small)
-    monkeypatch.setattr(se, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(sweep, "CACHE_DIR", tmp_path)
     out = run_910c(se, capsys, "--methods", "tune,random", "--seeds", "2")
     assert out[0].startswith("space: minimax_910c discretised to 4 points")
     assert "simulated 910c engine" in out[0]
@@ -203,7 +205,7 @@ def test_a_910c_trace_shows_every_ascend_knob_of_the_full_discretisation(
     tmp_path: Path,
 ) -> None:
     """The shipped discretisation, swept on one engine seed of 2 prompts (about a minute)."""
-    monkeypatch.setattr(se, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(sweep, "CACHE_DIR", tmp_path)
     out = run_910c(se, capsys, "--methods", "tune", "--trace", "0")
     head = out[0].split()
     assert set(ASCEND) <= set(head) and head[-5:] == ["c1", "c4", "c10", "c16", "reached"]
@@ -213,10 +215,10 @@ def test_a_910c_trace_shows_every_ascend_knob_of_the_full_discretisation(
 def test_a_method_that_cannot_search_stops_the_bench_before_its_sweep(
     se: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def sweep(*_: object) -> list[str]:
+    def measure_all(*_: object) -> list[str]:
         raise AssertionError("swept before the methods were checked")
 
-    monkeypatch.setattr(se, "exhaustive", sweep)
+    monkeypatch.setattr(se, "measure_all", measure_all)
     assert se.main(["--methods", "tune,annealing", "--seeds", "1"]) == 2
     assert "--methods annealing: unknown sampler 'annealing'" in capsys.readouterr().err
 

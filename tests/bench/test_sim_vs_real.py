@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 import yaml
 
-from bench import sim_vs_real as svr
+from bench import profile_fit as fit
+from bench import sim_vs_real_runs as runs
+from bench import sim_vs_real_table as table
 from tuner.space import load_space
 
 
 def test_nelder_mead_finds_the_minimum_of_a_bowl() -> None:
     target = np.array([0.3, -1.2, 2.0])
-    best = svr.nelder_mead(lambda x: float(np.sum((x - target) ** 2)), np.zeros(3), 400)
+    best = fit.nelder_mead(lambda x: float(np.sum((x - target) ** 2)), np.zeros(3), 400)
     assert best == pytest.approx(target, abs=1e-2)
 
 
@@ -27,50 +29,50 @@ def held(tpot: float, thr: float) -> dict[str, float]:
 def test_held_out_rows_and_their_ranks() -> None:
     real = {"a": {"2": held(10.0, 100.0)}, "b": {"2": held(20.0, 50.0)}, "c": {"2": held(5, 9)}}
     predicted = {"a": {"2": held(11.0, 90.0)}, "b": {"2": held(18.0, 60.0)}, "c": {"2": {}}}
-    rows = svr.held_rows(predicted, real)
+    rows = table.held_rows(predicted, real)
     assert {(r["config"], r["metric"]): round(r["error"], 3) for r in rows} == {
         ("a", "median_tpot_ms"): 0.1,
         ("a", "output_throughput"): -0.1,
         ("b", "median_tpot_ms"): -0.1,
         ("b", "output_throughput"): 0.2,
     }  # c was not predicted: no row, rather than a made-up error
-    ranks = {r["metric"]: r["configs"] for r in svr.rank_rows(rows)}
+    ranks = {r["metric"]: r["configs"] for r in table.rank_rows(rows)}
     assert ranks["median_tpot_ms"] == 2
 
 
 def base_profile() -> dict[str, Any]:
-    return yaml.safe_load(svr.PROFILE.read_text())
+    return yaml.safe_load(runs.PROFILE.read_text())
 
 
 def test_the_predictor_ties_the_dense_layers_to_the_mlp_and_caps_fractions(tmp_path: Path) -> None:
-    pred = svr.Predictor(load_space(svr.SPACE), base_profile(), tmp_path)
+    pred = fit.Predictor(load_space(runs.SPACE), base_profile(), tmp_path)
     assert "overheads.dense_eff" not in pred.paths  # set from the MLP's, not fitted on its own
     x = pred.start()
     x[pred.paths.index("speculative.ngram.acceptance")] = np.log(3.0)
     profile = pred.profile(x)
-    assert svr.get_factor(profile, "speculative.ngram.acceptance") == 1.0
-    gemm = svr.get_factor(profile, "moe_backends.dense_mlp.gemm_eff")
-    assert svr.get_factor(profile, "overheads.dense_eff") == gemm
+    assert fit.get_factor(profile, "speculative.ngram.acceptance") == 1.0
+    gemm = fit.get_factor(profile, "moe_backends.dense_mlp.gemm_eff")
+    assert fit.get_factor(profile, "overheads.dense_eff") == gemm
 
 
 def test_the_simulated_engine_reports_what_the_fit_compares(tmp_path: Path) -> None:
-    pred = svr.Predictor(load_space(svr.SPACE), base_profile(), tmp_path)
+    pred = fit.Predictor(load_space(runs.SPACE), base_profile(), tmp_path)
     figures = pred.run(pred.start(), "long", {"num_speculative_tokens": 2})
     assert sorted(figures) == ["1", "4"]
-    assert set(svr.FIT_KEYS) <= set(figures["1"])  # the server's acceptance rate included
-    assert svr.log_errors(figures, figures) == [0.0] * (2 * len(svr.FIT_KEYS))
+    assert set(runs.FIT_KEYS) <= set(figures["1"])  # the server's acceptance rate included
+    assert fit.log_errors(figures, figures) == [0.0] * (2 * len(runs.FIT_KEYS))
 
 
 def test_writing_the_profile_changes_only_the_fitted_values_and_keeps_comments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = svr.PROFILE.read_text()
+    original = runs.PROFILE.read_text()
     copy = tmp_path / "cpu.yaml"
     copy.write_text(original)
-    monkeypatch.setattr(svr, "PROFILE", copy)
+    monkeypatch.setattr(fit, "PROFILE", copy)
     values = {"overheads.sched_ms": 7.25, "speculative.ngram.acceptance": 0.5}
-    svr.write_profile(values)
+    fit.write_profile(values)
     written = copy.read_text()
-    assert yaml.safe_load(written) == svr.set_factors(yaml.safe_load(original), values)
+    assert yaml.safe_load(written) == fit.set_factors(yaml.safe_load(original), values)
     comments = [line.split("#", 1)[1] for line in original.splitlines() if "#" in line]
     assert [line.split("#", 1)[1] for line in written.splitlines() if "#" in line] == comments

@@ -1,4 +1,4 @@
-"""bench/vllm_agreement.py: its pure parts on real result files, and one slow run for real.
+"""bench.vllm_agreement: its pure parts on real result files, and one slow run for real.
 
 The fixtures are one real run's files (tests/fixtures/vllm-0.32.0-cpu/agreement_*): the prompt
 file both clients read, and each client's result JSON at concurrency 1 and 4.
@@ -13,19 +13,20 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from bench import agreement_prompts as ap
+from bench import agreement_table as at
+from bench import vllm_agreement as va
+from bench import vllm_server as vs
 from objectives.datasets import build_requests
 from objectives.records import BenchRequest
 from objectives.workload import WorkloadSpec
-from tests._modules import load_module
 from tests.vllm_cpu import REPO, make_model, require_venv
 
 FIXTURES = REPO / "tests" / "fixtures" / "vllm-0.32.0-cpu"
-va: ModuleType = load_module(REPO / "bench" / "vllm_agreement.py")
 
 
 def words(text: str) -> int:
@@ -46,8 +47,8 @@ def fixture_runs(tier: int) -> list[Any]:
     """Both clients' real results at ``tier`` as runs of the script (one repeat each)."""
     runs = []
     for client, name in (("tune", "agreement_tune_bench"), ("vllm", "agreement_bench_serve")):
-        metrics = va.read_result(FIXTURES / f"{name}_c{tier}.json", client)
-        runs.append(va.Run(client, tier, 0, metrics=metrics))
+        metrics = at.read_result(FIXTURES / f"{name}_c{tier}.json", client)
+        runs.append(at.Run(client, tier, 0, metrics=metrics))
     return runs
 
 
@@ -57,31 +58,31 @@ def fixture_runs(tier: int) -> list[Any]:
 def test_compose_adds_up_to_the_target_exactly() -> None:
     costs = {" a": 1, " bb": 2, " cccc": 4}
     for target in range(1, 60):
-        text = va.compose(costs, target, random.Random(target))
+        text = ap.compose(costs, target, random.Random(target))
         assert sum(costs[" " + w] for w in text.split()) == target
 
 
 def test_compose_is_seeded() -> None:
-    costs = va.word_costs(lambda w: len(w) - 1)  # " a": 1 token
-    first = va.compose(costs, 128, random.Random(3))
-    assert first == va.compose(costs, 128, random.Random(3))
-    assert first != va.compose(costs, 128, random.Random(4))
+    costs = ap.word_costs(lambda w: len(w) - 1)  # " a": 1 token
+    first = ap.compose(costs, 128, random.Random(3))
+    assert first == ap.compose(costs, 128, random.Random(3))
+    assert first != ap.compose(costs, 128, random.Random(4))
 
 
 def test_compose_without_a_short_enough_word_says_so() -> None:
     with pytest.raises(ValueError, match="no word of at most 1 tokens"):
-        va.compose({" bb": 2}, 3, random.Random(0))
+        ap.compose({" bb": 2}, 3, random.Random(0))
 
 
 def test_word_costs_count_each_word_with_its_leading_space() -> None:
     seen: list[str] = []
-    costs = va.word_costs(lambda w: seen.append(w) or len(w), ("the", "a"))
+    costs = ap.word_costs(lambda w: seen.append(w) or len(w), ("the", "a"))
     assert costs == {" the": 4, " a": 2} and seen == [" the", " a"]
 
 
 def test_prompt_file_is_read_by_tune_once_each_with_the_servers_count(tmp_path: Path) -> None:
     path = tmp_path / "prompts.json"
-    counts = va.write_prompt_file(path, words, 16, 128, 32, seed=0)
+    counts = ap.write_prompt_file(path, words, 16, 128, 32, seed=0)
     assert counts == [128] * 16
     requests = tune_reads(path, 16)
     entries = json.loads(path.read_text())
@@ -107,31 +108,31 @@ def test_lengths_vllms_sharegpt_loader_would_drop_are_refused(
     input_len: int, output_len: int, ok: bool
 ) -> None:
     if ok:
-        va.check_lengths(input_len, output_len)
+        ap.check_lengths(input_len, output_len)
     else:
         with pytest.raises(SystemExit):
-            va.check_lengths(input_len, output_len)
+            ap.check_lengths(input_len, output_len)
 
 
 # ---------------------------------------------------------------- results and verdicts
 
 
 def test_read_result_takes_vllms_top_level_keys_and_tunes_one_tier() -> None:
-    vllm = va.read_result(FIXTURES / "agreement_bench_serve_c4.json", "vllm")
-    tune = va.read_result(FIXTURES / "agreement_tune_bench_c4.json", "tune")
+    vllm = at.read_result(FIXTURES / "agreement_bench_serve_c4.json", "vllm")
+    tune = at.read_result(FIXTURES / "agreement_tune_bench_c4.json", "tune")
     raw = json.loads((FIXTURES / "agreement_bench_serve_c4.json").read_text())
     assert vllm["median_tpot_ms"] == raw["median_tpot_ms"]
     for result in (vllm, tune):
-        assert set(va.SHOWN) <= set(result)
+        assert set(at.SHOWN) <= set(result)
         assert (result["completed"], result["failed"]) == (16, 0)
         assert (result["total_input_tokens"], result["total_output_tokens"]) == (2048, 512)
 
 
 def test_verdicts_of_the_real_results() -> None:
-    found = va.verdicts(fixture_runs(1), 1)
-    assert set(found) == set(va.SHOWN)  # no server_* figures in the result files
-    tune = va.read_result(FIXTURES / "agreement_tune_bench_c1.json", "tune")
-    vllm = va.read_result(FIXTURES / "agreement_bench_serve_c1.json", "vllm")
+    found = at.verdicts(fixture_runs(1), 1)
+    assert set(found) == set(at.SHOWN)  # no server_* figures in the result files
+    tune = at.read_result(FIXTURES / "agreement_tune_bench_c1.json", "tune")
+    vllm = at.read_result(FIXTURES / "agreement_bench_serve_c1.json", "vllm")
     for key, v in found.items():
         assert v.ratio == pytest.approx(tune[key] / vllm[key])
         assert v.agree == (abs(tune[key] / vllm[key] - 1) <= 0.02)
@@ -139,45 +140,45 @@ def test_verdicts_of_the_real_results() -> None:
 
 
 def test_verdict_agreement_and_spread() -> None:
-    close = va.Verdict((100.0, 101.0, 104.0), (100.5, 101.5, 103.0))
+    close = at.Verdict((100.0, 101.0, 104.0), (100.5, 101.5, 103.0))
     assert close.ratio == pytest.approx(101.0 / 101.5)
     assert close.agree and not close.beyond_spread
-    apart = va.Verdict((10.0, 11.0), (12.0, 13.0))
+    apart = at.Verdict((10.0, 11.0), (12.0, 13.0))
     assert not apart.agree and apart.beyond_spread
-    noisy = va.Verdict((10.0, 14.0, 20.0), (11.0, 12.0, 13.0))  # 14 vs 12: differ, overlapping
+    noisy = at.Verdict((10.0, 14.0, 20.0), (11.0, 12.0, 13.0))  # 14 vs 12: differ, overlapping
     assert not noisy.agree and not noisy.beyond_spread
 
 
 def test_tier_table_shows_both_clients_and_what_they_sent() -> None:
-    lines = va.tier_table(fixture_runs(4), 4)
+    lines = at.tier_table(fixture_runs(4), 4)
     assert lines[0] == "concurrency 4: median [min - max] over 1 repeats"
-    rows = {line.split()[0]: line for line in lines[2 : 2 + len(va.SHOWN)]}
-    assert set(rows) == set(va.SHOWN)
+    rows = {line.split()[0]: line for line in lines[2 : 2 + len(at.SHOWN)]}
+    assert set(rows) == set(at.SHOWN)
     assert all(("agree within 2%" in r) or ("DIFFER by" in r) for r in rows.values())
     assert "completed/failed [(16, 0)], prompt/output tokens [(2048, 512)]" in lines[-1]
 
 
 def test_histograms_of_a_real_metrics_page() -> None:
     text = (FIXTURES / "metrics_under_load.txt").read_text()
-    totals = va.histogram_totals(text)
+    totals = vs.histogram_totals(text)
     ttft = "vllm:time_to_first_token_seconds"
     lines = [line for line in text.splitlines() if line.startswith(f"{ttft}_count")]
     assert totals[f"{ttft}_count"] == sum(float(line.split()[-1]) for line in lines) > 0
-    means = va.server_means(dict.fromkeys(totals, 0.0), totals)
+    means = vs.server_means(dict.fromkeys(totals, 0.0), totals)
     assert means["server_mean_ttft_ms"] == pytest.approx(
         totals[f"{ttft}_sum"] / totals[f"{ttft}_count"] * 1000
     )
-    assert va.server_means(totals, totals) == {}  # nothing finished in between
+    assert vs.server_means(totals, totals) == {}  # nothing finished in between
 
 
 def test_run_notes() -> None:
     clean = {"failed": 0.0}
-    assert va.Run("vllm", 1, 0, metrics=clean).ok
-    saturated = va.Run("tune", 1, 0, metrics={**clean, "client_saturated": 1.0}, rc=1)
+    assert at.Run("vllm", 1, 0, metrics=clean).ok
+    saturated = at.Run("tune", 1, 0, metrics={**clean, "client_saturated": 1.0}, rc=1)
     assert saturated.ok and saturated.note == "tune flagged client-saturated"
-    missing = va.Run("vllm", 1, 0, rc=2)
+    missing = at.Run("vllm", 1, 0, rc=2)
     assert not missing.ok and missing.note == "exit 2, no result"
-    failed = va.Run("tune", 1, 0, metrics={"failed": 3.0}, rc=1)
+    failed = at.Run("tune", 1, 0, metrics={"failed": 3.0}, rc=1)
     assert not failed.ok and failed.note == "exit 1, 3 failed"
 
 
@@ -227,22 +228,22 @@ def test_one_repeat_on_a_real_vllm(tmp_path: Path) -> None:
     model = va.MODEL if (va.MODEL / "config.json").exists() else None
     model = model or make_model(tmp_path / "llama-8x512", preset="default")
     out, port = tmp_path / "run", agreement_port()
-    cmd = [sys.executable, str(REPO / "bench" / "vllm_agreement.py"), "--repeats", "1"]
+    cmd = [sys.executable, "-m", "bench.vllm_agreement", "--repeats", "1"]
     cmd += ["--num-prompts", "4", "--concurrency", "1", "--port", str(port)]
     cmd += ["--venv", str(venv), "--model", str(model), "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=840)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "concurrency 1: median [min - max] over 1 repeats" in done.stdout
-    for key in (*va.SHOWN, *va.SERVER_HISTOGRAMS):
+    for key in (*at.SHOWN, *vs.SERVER_HISTOGRAMS):
         assert any(line.startswith(key + " ") for line in done.stdout.splitlines()), key
-    vllm = va.read_result(out / "r0-c1-vllm.json", "vllm")
-    tune = va.read_result(out / "r0-c1-tune.json", "tune")
+    vllm = at.read_result(out / "r0-c1-vllm.json", "vllm")
+    tune = at.read_result(out / "r0-c1-tune.json", "tune")
     # Both sent the 4 prompts once, 128 tokens each by the server's count, 32 tokens back.
     for result in (vllm, tune):
         assert (result["completed"], result["total_input_tokens"]) == (4, 512)
         assert result["total_output_tokens"] == 128
     # The server is gone with the script: its port closed, no vllm serve on it left.
-    assert not va.port_taken(port) and str(port) not in va.other_servers(0)
+    assert not vs.port_taken(port) and str(port) not in va.other_servers(0)
 
 
 def test_parse_args_defaults_are_bounded() -> None:

@@ -3,6 +3,7 @@ its warm search goes through tune run's own warm-start path."""
 
 from __future__ import annotations
 
+import importlib
 import math
 from pathlib import Path
 from types import ModuleType
@@ -10,8 +11,8 @@ from types import ModuleType
 import pytest
 import yaml
 
-from tests._modules import load_module
-from tests.bench.conftest import BENCH
+from bench import sweep
+from bench import warm_start_priors as priors
 from tuner.samplers.additive import AdditiveSampler
 from tuner.space.schema import Space
 
@@ -31,27 +32,27 @@ NARROW = {
 
 @pytest.fixture(scope="module")
 def ws() -> ModuleType:
-    return load_module(BENCH / "warm_start.py")
+    return importlib.import_module("bench.warm_start")
 
 
 def test_the_truth_is_the_sample_efficiency_benchmarks_space(
     ws: ModuleType, se: ModuleType
 ) -> None:
     """Same space, so the same cache key: either bench's sweep serves the other."""
-    assert Space.model_validate(ws.space_data(20, 3)) == se.bench_space(se.SPACE, 20, 3)
+    assert Space.model_validate(priors.space_data(20, 3)) == se.bench_space(sweep.SPACE, 20, 3)
 
 
 def test_the_misleading_profile_swaps_the_kernels_and_the_helpful_one_is_slower(
     ws: ModuleType, tmp_path: Path
 ) -> None:
-    shipped = yaml.safe_load(ws.PROFILE.read_text())
-    bad = yaml.safe_load(ws.perturbed_profile("misleading", tmp_path).read_text())
+    shipped = yaml.safe_load(priors.PROFILE.read_text())
+    bad = yaml.safe_load(priors.perturbed_profile("misleading", tmp_path).read_text())
     moe, attn = shipped["moe_backends"], shipped["attention_backends"]
     assert bad["moe_backends"]["triton"]["bw_eff"] == moe["flashinfer_cutlass"]["bw_eff"]
     overflow = "fails_above_tokens"  # no efficiency: stays triton's
     assert bad["moe_backends"]["triton"][overflow] == moe["triton"][overflow]
     assert bad["attention_backends"]["FLASHINFER"] == attn["FLASH_ATTN"]
-    good = yaml.safe_load(ws.perturbed_profile("helpful", tmp_path).read_text())
+    good = yaml.safe_load(priors.perturbed_profile("helpful", tmp_path).read_text())
     assert good["hardware"]["hbm_tbs"] < shipped["hardware"]["hbm_tbs"]
     assert good["moe_backends"] == moe and good["attention_backends"] == attn
 
@@ -85,10 +86,10 @@ def small(ws: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> object:
     """A small bench: the narrow space's truth, one real earlier study on the helpful
     profile (4 trials)."""
     folder = tmp_path_factory.mktemp("warm_bench")
-    data = ws.space_data(2, 0, NARROW)
+    data = priors.space_data(2, 0, NARROW)
     table: dict = {}
     ws.measure_all(Space.model_validate(data), table, ["a"], 1)
-    ws.perturbed_profile("helpful", folder)
+    priors.perturbed_profile("helpful", folder)
     setup = ws.Setup(data, table, ("a",), 4, 4, folder)
     ws.earlier_study((setup, "helpful", 0))
     return setup
@@ -99,7 +100,7 @@ def test_the_warm_search_queues_the_earlier_picks_and_samples_with_its_prior(
 ) -> None:
     warm = ws.warm_start(small, "helpful", 0)
     assert warm.queue and len(warm.prior.points) >= 2
-    launches, study = ws.search(small, 0, warm)
+    launches, study = ws.search_table(small, 0, warm)
     assert isinstance(study.sampler, AdditiveSampler) and study.sampler.prior is not None
     assert study.sampler.prior.prior is warm.prior
     trials = study.trials
@@ -113,6 +114,6 @@ def test_the_warm_search_queues_the_earlier_picks_and_samples_with_its_prior(
 
 
 def test_a_cold_search_has_no_prior_and_nothing_queued(ws: ModuleType, small: object) -> None:
-    _, study = ws.search(small, 0, None)
+    _, study = ws.search_table(small, 0, None)
     assert study.sampler.prior is None
     assert not any("warm_start_from" in t.user_attrs for t in study.trials)

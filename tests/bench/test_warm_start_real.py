@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bench import warm_start_real as wsr
-from bench.sample_efficiency import all_points
+from bench.sweep import all_points
 from tuner.space.schema import Space
 
 

@@ -40,9 +40,10 @@ from tuner.run.eta import eta_note
 from tuner.run.signals import why_stopped
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
-from tuner.run.warm import queue_picks
+from tuner.run.warm import WarmStart, queue_picks
 from tuner.space import render_engine_config
 from tuner.space.sample import rules_violation, suggest, violated_rules
+from tuner.space.schema import Space
 from tuner.storage.results import staged_dir
 
 Report = Callable[[str], None]
@@ -251,11 +252,17 @@ def seed_queue(study: optuna.Study, ctx: StudyContext) -> None:
     stopped the run (an image not pulled, a dataset not there yet, a bug), fixed since."""
     trials = study.get_trials(deepcopy=False)
     if not trials:
-        study.enqueue_trial(ctx.space.defaults(), user_attrs=baseline_attrs())
-        if ctx.warm is not None:
-            queue_picks(study, ctx.warm)
+        seed_new_study(study, ctx.space, ctx.warm)
         return
     requeued = {TrialRecord.of(t).requeued_from for t in trials}
     for t in trials:
         if t.state == TrialState.FAIL and t.number not in requeued:
             requeue(study, t)
+
+
+def seed_new_study(study: optuna.Study, space: Space, warm: WarmStart | None = None) -> None:
+    """A new study's queue: the baseline (every parameter at its default) first, then a warm
+    start's picks."""
+    study.enqueue_trial(space.defaults(), user_attrs=baseline_attrs())
+    if warm is not None:
+        queue_picks(study, warm)

@@ -3,7 +3,7 @@
 Every sampler here sees one objective per concurrency tier and the constraint values the loop
 sets on every trial (rules, engine, failed_requests, slo; feasible when all are <= 0), so it
 searches for each tier's best feasible config rather than one blended score. The default was
-chosen by measurement: ``python bench/sample_efficiency.py --methods ...`` compares them on the
+chosen by measurement: ``python -m bench.sample_efficiency --methods ...`` compares them on the
 simulated engine; the figures behind the choice are in ``bench/README.md``.
 """
 
