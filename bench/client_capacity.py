@@ -56,19 +56,8 @@ class PacedServer:
     """bench/pacing_server.py in its own process, one per client run."""
 
     def __init__(self, itl_ms: float) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "bench.pacing_server",
-            "--port",
-            "0",
-            "--itl-ms",
-            str(itl_ms),
-            "--ttft-ms",
-            "50",
-            "--max-seconds",
-            "600",
-        ]
+        cmd = [sys.executable, "-m", "bench.pacing_server", "--port", "0"]
+        cmd += ["--itl-ms", str(itl_ms), "--ttft-ms", "50", "--max-seconds", "600"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert self.proc.stdout is not None
         self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline().split()[1])}"
