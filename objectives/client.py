@@ -26,11 +26,13 @@ from typing import Any, Literal
 
 import httpx
 
-from objectives.endpoint import auth_headers
+from objectives.endpoint import auth_headers, sent_key
+from objectives.http_conn import MalformedResponse
 from objectives.records import BenchRequest, RequestRecord
 from objectives.sse import MalformedChunk, SSEParser, decode
 from objectives.stall import Progress
 from objectives.transport import FRESH_CONNECTION, LeanTransport
+from tuner.secret_policy import scrub_text
 
 Api = Literal["completions", "chat"]
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -84,6 +86,8 @@ class StreamingClient:
     ) -> None:
         self.http, self.path, self.timeout_s = http, PATHS[api], timeout_s
         self.progress = progress
+        # A server may repeat the key it was sent in its error message; what is kept is not.
+        self.secrets = [key] if (key := sent_key(http.headers)) else []
 
     async def send(self, req: BenchRequest, body: bytes) -> RequestRecord:
         """Send one request; never raises for a server fault (the record says why)."""
@@ -95,11 +99,15 @@ class StreamingClient:
             rec.error = "timeout"
         except MalformedChunk:
             rec.error = "malformed chunk"
+        except MalformedResponse as err:
+            rec.error = f"malformed response: {err}"
         except httpx.ConnectError as err:  # no stream ever began: nobody listens, or no route
             rec.error = "connection refused" if "refused" in str(err).lower() else "connect failed"
         except httpx.HTTPError:
             rec.error = "stream broken"
         rec.success = rec.error is None
+        if rec.error is not None:
+            rec.error = scrub_text(rec.error, self.secrets)
         return rec
 
     async def _send_retrying(self, rec: RequestRecord, body: bytes) -> None:
@@ -152,7 +160,7 @@ def server_message(body: bytes | str | dict[str, Any]) -> str:
 def _json_or_none(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past json's depth: not a message either
         return None
 
 

@@ -15,6 +15,11 @@ from objectives.stamped_socket import StampedSocket
 _MAX_HEAD = 64 * 1024
 
 
+class MalformedResponse(httpx.RemoteProtocolError):
+    """A response that breaks HTTP/1.1 framing (status line, a header, a length, a chunk size):
+    the server's fault, told apart from a connection that merely ended."""
+
+
 class Conn:
     """One connection: parses a response head, then chunked / sized / until-close bodies."""
 
@@ -68,7 +73,7 @@ class Conn:
         end = self.buf.find(b"\r\n\r\n")
         if end < 0:
             if len(self.buf) > _MAX_HEAD:
-                raise httpx.RemoteProtocolError("response head too large")
+                raise MalformedResponse("response head too large")
             return False
         lines = self.buf[:end].split(b"\r\n")
         self.buf = self.buf[end + 4 :]
@@ -77,7 +82,7 @@ class Conn:
         if b"chunked" in names.get(b"transfer-encoding", b"").lower():
             self.mode = "chunked"
         elif b"content-length" in names:
-            self.mode, self.remaining = "sized", int(names[b"content-length"])
+            self.remaining = _content_length(names[b"content-length"])
             self.mode = "sized" if self.remaining else "done"
         else:
             self.mode = "eof"
@@ -106,7 +111,7 @@ class Conn:
         try:
             size = int(self.buf[:line_end].split(b";", 1)[0], 16)
         except ValueError:
-            raise httpx.RemoteProtocolError("malformed chunk size") from None
+            raise MalformedResponse("malformed chunk size") from None
         if size == 0:
             return self._parse_trailer(line_end + 2)
         end = line_end + 2 + size
@@ -152,8 +157,16 @@ def _lost_message(mode: str) -> str:
 def _parse_status(line: bytes) -> int:
     parts = line.split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise httpx.RemoteProtocolError(f"malformed status line {line[:60]!r}")
+        raise MalformedResponse(f"malformed status line {line[:60]!r}")
     return int(parts[1])
+
+
+def _content_length(value: bytes) -> int:
+    # Digits only: int() takes "-5" (the sized parser would then never reach its end and spin)
+    # and raises a bare ValueError on "abc", which is no HTTP error to the reader.
+    if not value.isdigit():
+        raise MalformedResponse(f"malformed Content-Length {value[:40]!r}")
+    return int(value)
 
 
 def _parse_headers(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
@@ -161,7 +174,7 @@ def _parse_headers(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
     for line in lines:
         name, sep, value = line.partition(b":")
         if not sep:
-            raise httpx.RemoteProtocolError(f"malformed header {line[:60]!r}")
+            raise MalformedResponse(f"malformed header {line[:60]!r}")
         out.append((name.strip(), value.strip()))
     return out
 
