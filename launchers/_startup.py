@@ -29,12 +29,15 @@ from pathlib import Path
 
 import httpx
 
+from objectives.answer import fetch_sync
 from objectives.endpoint import auth_headers
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, LaunchError, SetupError
 from tuner.secret_policy import scrub_text
 
 POLL_S = 0.25  # between health probes; an exit is seen sooner through LogCapture.ended
+HEALTH_S = 5.0  # for a whole health answer
+MIN_PROBE_S = 1.0  # a probe made at the deadline still gets this long
 # Log lines kept to classify a failed launch: vLLM's root cause (an EngineCore ValueError) sits
 # 60+ lines above the end, under both processes' tracebacks.
 TAIL_LINES = 200
@@ -207,24 +210,22 @@ def wait_until_ready(
     """
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
-    timeout = httpx.Timeout(5.0, connect=1.0)
-    headers = auth_headers(api_key)
-    with httpx.Client(base_url=base_url, timeout=timeout, headers=headers) as client:
-        while True:
-            info = exited()
-            if info is not None:
-                raise exit_error(info, capture.tail() if capture else "")
-            ok, last = _probe(client, model, health_path, deadline, api_key is not None)
-            if ok:
-                return
-            if time.monotonic() >= deadline:
-                tail = capture.tail() if capture else ""
-                raise LaunchError(
-                    f"engine not ready after {timeout_s:g}s at {base_url} (last probe: {last})",
-                    kind=FailureKind.READY_TIMEOUT,
-                    log_tail=tail,
-                )
-            _pause(capture, min(POLL_S, max(0.0, deadline - time.monotonic())))
+    probe = _Prober(base_url.rstrip("/"), model, api_key)
+    while True:
+        info = exited()
+        if info is not None:
+            raise exit_error(info, capture.tail() if capture else "")
+        ok, last = probe(health_path, deadline)
+        if ok:
+            return
+        if time.monotonic() >= deadline:
+            tail = capture.tail() if capture else ""
+            raise LaunchError(
+                f"engine not ready after {timeout_s:g}s at {base_url} (last probe: {last})",
+                kind=FailureKind.READY_TIMEOUT,
+                log_tail=tail,
+            )
+        _pause(capture, min(POLL_S, max(0.0, deadline - time.monotonic())))
 
 
 def _pause(capture: LogCapture | None, seconds: float) -> None:
@@ -234,36 +235,57 @@ def _pause(capture: LogCapture | None, seconds: float) -> None:
         time.sleep(seconds)
 
 
-def _probe(
-    client: httpx.Client, model: str, health_path: str, deadline: float, keyed: bool
-) -> tuple[bool, str]:
-    try:
-        health = client.get(health_path)
-        _check_auth(health, health_path, keyed)
-        if health.status_code != 200:
-            return False, f"{health_path} -> {health.status_code}"
-        # The first completion may compile kernels: allow it the rest of the deadline.
-        left = max(1.0, deadline - time.monotonic())
-        body = {"model": model, "prompt": "hi", "max_tokens": 1}
-        done = client.post("/v1/completions", json=body, timeout=httpx.Timeout(left, connect=1.0))
-    except httpx.HTTPError as err:
-        return False, f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-    _check_auth(done, "/v1/completions", keyed)
-    if done.status_code == 404 and "does not exist" in done.text:
-        raise SetupError(
-            f"the engine does not serve model {model!r} (/v1/completions -> 404: "
-            f"{done.text[:200]}); set engine.served_model_name to a name it serves"
-        )
-    if done.status_code != 200:
-        return False, f"/v1/completions -> {done.status_code}: {done.text[:200]}"
-    return True, "ready"
+class _Prober:
+    """One probe: health, then a real completion; each a whole answer before the deadline
+    (a server that drips its answer is cut off there, not waited on read by read)."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None) -> None:
+        self.base_url, self.model, self.api_key = base_url, model, api_key
+        self.headers = auth_headers(api_key)
+
+    def __call__(self, health_path: str, deadline: float) -> tuple[bool, str]:
+        try:
+            health = self._get(health_path, min(HEALTH_S, _left(deadline)))
+            self._check(health, health_path)
+            if health.status_code != 200:
+                return False, f"{health_path} -> {health.status_code}"
+            # The first completion may compile kernels: allow it the rest of the deadline.
+            body = {"model": self.model, "prompt": "hi", "max_tokens": 1}
+            done = self._get("/v1/completions", _left(deadline), json=body)
+        except httpx.HTTPError as err:
+            return False, f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+        self._check(done, "/v1/completions")
+        said = self._said(done)
+        if done.status_code == 404 and "does not exist" in said:
+            raise SetupError(
+                f"the engine does not serve model {self.model!r} (/v1/completions -> 404: "
+                f"{said}); set engine.served_model_name to a name it serves"
+            )
+        if done.status_code != 200:
+            return False, f"/v1/completions -> {done.status_code}: {said}"
+        return True, "ready"
+
+    def _get(self, path: str, seconds: float, json: object = None) -> httpx.Response:
+        method = "GET" if json is None else "POST"
+        url = self.base_url + path
+        return fetch_sync(method, url, seconds, self.headers, json=json)
+
+    def _said(self, resp: httpx.Response) -> str:
+        # A server may repeat the key it was sent: what it said is kept with the key scrubbed.
+        return scrub_text(" ".join(resp.text.split())[:200], [self.api_key or ""])
+
+    def _check(self, resp: httpx.Response, path: str) -> None:
+        _check_auth(resp, path, self.api_key is not None, self._said(resp))
 
 
-def _check_auth(resp: httpx.Response, path: str, keyed: bool) -> None:
+def _left(deadline: float) -> float:
+    return max(MIN_PROBE_S, deadline - time.monotonic())
+
+
+def _check_auth(resp: httpx.Response, path: str, keyed: bool, said: str) -> None:
     """A 401 / 403 is the set-up's fault (a missing or wrong API key), never a wait's."""
     if resp.status_code not in (401, 403):
         return
-    said = " ".join(resp.text.split())[:200]
     if keyed:
         fix = (
             "the API key sent was refused: check the value of the env var "

@@ -33,6 +33,7 @@ from launchers._docker_run import docker_run
 from launchers._docker_spec import DockerSettings, container_spec
 from launchers._engine import HttpEngineLauncher, LogStream
 from launchers._startup import ExitInfo
+from objectives.answer import fetch_sync
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError, TunerError
 
@@ -123,13 +124,13 @@ class DockerLauncher(HttpEngineLauncher):
         import httpx
 
         try:
-            reply = httpx.get(base_url + self.settings.server_info_path, timeout=10)
+            reply = fetch_sync("GET", base_url + self.settings.server_info_path, 10.0)
             reply.raise_for_status()
         except httpx.HTTPError:
             return None  # not enabled on this engine: the start-up log still speaks
         try:
             body = reply.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past json's depth: not a report either
             return reply.text
         return body if isinstance(body, dict) else reply.text
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from objectives import prom
+from objectives.answer import fetch
 from objectives.client import StreamingClient, make_http_client, prepare
 from objectives.datasets import build_requests, build_warmup
 from objectives.drive import OnRequest, arrival_offsets, drive
@@ -37,12 +38,14 @@ from tuner.errors import EngineHung, InfraError
 # costs a server about a millisecond.
 _SCRAPE_S = 0.25
 HEALTH_TIMEOUT_S = 5.0  # asked once, of an engine found silent
+SCRAPE_DEADLINE_S = 10.0  # for a whole /metrics answer, however the server paces it
 
 
 async def scrape(http: httpx.AsyncClient) -> dict[str, float] | None:
-    """A ``/metrics`` snapshot; ``None`` when the server exposes none."""
+    """A ``/metrics`` snapshot; ``None`` when the server exposes none, or not whole within
+    ``SCRAPE_DEADLINE_S``."""
     try:
-        resp = await http.get("/metrics", timeout=10.0)
+        resp = await fetch(http, "GET", "/metrics", SCRAPE_DEADLINE_S)
     except httpx.HTTPError:
         return None
     if resp.status_code != 200:
@@ -164,7 +167,8 @@ async def hung(
     """Whose fault a silent engine is: its config's while ``/health`` still answers 200 (up,
     but serving nothing), else the infrastructure's (the engine or the way to it is gone)."""
     try:
-        health = await http.get("/health", timeout=min(HEALTH_TIMEOUT_S, max(1.0, floor_s)))
+        seconds = min(HEALTH_TIMEOUT_S, max(1.0, floor_s))
+        health = await fetch(http, "GET", "/health", seconds)
         answer = f"{health.status_code}"
     except httpx.HTTPError as err:
         answer = f"no answer ({type(err).__name__})"

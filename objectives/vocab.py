@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from objectives.answer import fetch_sync
 from objectives.client import server_root
 from objectives.endpoint import auth_headers
 from objectives.workload import ShareGPTDataset, WorkloadSpec
@@ -248,9 +249,9 @@ def query_server(base_url: str, model: str, api_key: str | None = None) -> tuple
     """The vocabulary of the model a server lists in ``/v1/models``, and what was seen there."""
     url = f"{server_root(base_url)}/v1/models"
     try:
-        resp = httpx.get(url, timeout=_SERVER_TIMEOUT_S, headers=auth_headers(api_key))
+        resp = fetch_sync("GET", url, _SERVER_TIMEOUT_S, auth_headers(api_key))
         entry = _listed(resp.json(), model) if resp.status_code == 200 else None
-    except (httpx.HTTPError, ValueError):
+    except (httpx.HTTPError, ValueError, RecursionError):  # nested past json's depth: a bad answer
         return None, f"GET {url} (no answer)"
     if entry is None:
         return None, f"GET {url} (no model listed)"
