@@ -141,7 +141,7 @@ _MISSING: Any = object()
 def _parse(value: str) -> Any:
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # an engine's report nested past json's depth
         return value
 
 

@@ -7,7 +7,7 @@ engine was launched (the launching side imports this module, never the other way
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -54,3 +54,9 @@ class Endpoint:
 def auth_headers(api_key: str | None) -> dict[str, str]:
     """The header that carries ``api_key`` (none without a key)."""
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def sent_key(headers: Mapping[str, str]) -> str | None:
+    """The API key a client's headers carry (``auth_headers``'s inverse; None: none)."""
+    value = headers.get("Authorization") or ""
+    return value.removeprefix("Bearer ") if value.startswith("Bearer ") else None

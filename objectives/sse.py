@@ -80,8 +80,9 @@ def decode(payload: bytes) -> dict[str, Any] | None:
         return None
     try:
         obj = json.loads(payload.decode())  # str input skips json's encoding sniffing
-    except (ValueError, UnicodeDecodeError) as err:
-        raise MalformedChunk(f"malformed chunk: {payload[:80]!r}") from err
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # RecursionError: nested deeper than json can parse; the server's bad event, like any
+        raise MalformedChunk(f"malformed chunk: {payload[:80]!r}") from None
     if not isinstance(obj, dict):
         raise MalformedChunk(f"malformed chunk: {payload[:80]!r}")
     return obj

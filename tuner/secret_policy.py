@@ -102,13 +102,25 @@ def is_env_ref(value: object) -> str | None:
 
 
 def scrub_url(url: str) -> str:
-    """``url`` without its password, for messages."""
-    if "://" not in url or "@" not in url:
+    """``url`` without its password, for messages: the one after ``user:`` and any query
+    parameter named like a credential (``?password=``, ``&sslpassword=``, as libpq reads)."""
+    if "://" not in url:
         return url
     scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+    rest, mark, query = rest.partition("?")
+    if "@" in rest:
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        rest = f"{user}:***@{host}" if ":" in creds else rest
+    return f"{scheme}://{rest}{mark}{_scrub_query(query)}"
+
+
+def _scrub_query(query: str) -> str:
+    pairs = [p.partition("=") for p in query.split("&")] if query else []
+    return "&".join(
+        f"{k}{eq}***" if eq and is_secret_flag("--" + k.replace("_", "-")) else f"{k}{eq}{v}"
+        for k, eq, v in pairs
+    )
 
 
 def scrub_text(text: str, values: list[str] | tuple[str, ...] | set[str] = ()) -> str:

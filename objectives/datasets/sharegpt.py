@@ -104,6 +104,8 @@ def _read_entries(path: Path) -> list[Any]:
         data = json.loads(text)
     except json.JSONDecodeError:
         data = _read_jsonl(path, text)
+    except RecursionError:
+        raise DatasetError(f"{path}: nested deeper than a conversation ever is") from None
     if isinstance(data, dict):
         data = [data]  # a one-line JSONL file parses as one object
     if not isinstance(data, list):
@@ -119,6 +121,10 @@ def _read_jsonl(path: Path, text: str) -> list[Any]:
                 out.append(json.loads(line))
             except json.JSONDecodeError as err:
                 raise DatasetError(f"{path}:{n}: not JSON or JSONL ({err.msg})") from None
+            except RecursionError:
+                raise DatasetError(
+                    f"{path}:{n}: nested deeper than a conversation ever is"
+                ) from None
     return out
 
 
