@@ -16,6 +16,9 @@ def dashboard(
     storage: str = typer.Option(None, "--storage", help="Optuna storage URL."),
     port: int = typer.Option(8080, "--port", help="Port on 127.0.0.1 (0: any free port)."),
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Results folder."),
+    allow_edits: bool = typer.Option(
+        False, "--allow-edits", help="Let the dashboard change studies (read-only without)."
+    ),
 ) -> None:
     """Serve optuna-dashboard for the study on 127.0.0.1 until Ctrl-C; prints its URL."""
-    serve_dashboard(study, storage, results_dir, port, announce=typer.echo)
+    serve_dashboard(study, storage, results_dir, port, typer.echo, allow_edits)
