@@ -187,6 +187,10 @@ def _config_vocab_size(path: Path) -> int | None:
     return size if isinstance(size, int) and size > 0 else None
 
 
+# What ``read_tokenizer`` reads of a tokenizer folder.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer_config.json")
+
+
 def read_tokenizer(path: Path) -> Vocab | None:
     """A ``tokenizer.json`` (or a folder with one, or with ``vocab.json``): size = every id."""
     if path.is_dir():

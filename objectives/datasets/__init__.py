@@ -8,6 +8,7 @@ are cached per process, keyed on the spec's JSON: a 60 x 96K-token workload is b
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from objectives.datasets.prefix_repetition import PrefixRepetition
 from objectives.datasets.random import RandomTokens
 from objectives.datasets.sharegpt import ShareGPT
 from objectives.records import BenchRequest
+from objectives.vocab import TOKENIZER_FILES
 from objectives.workload import WorkloadSpec
 from tuner.errors import DatasetError
 
@@ -50,6 +52,31 @@ def build_warmup(spec: WorkloadSpec, base_dir: Path | None = None) -> list[Bench
     if spec.warmup == 0:
         return []
     return list(_cached(spec.model_dump_json(), _dir_key(base_dir), WARMUP_ROUND, spec.warmup))
+
+
+def file_digests(spec: WorkloadSpec, base_dir: Path | None = None) -> dict[str, str]:
+    """A digest of every file ``spec`` reads, by the name the space gives it ('missing' where
+    none is): the dataset file, and the tokenizer (of a folder, the files a vocabulary is read
+    from). Two runs send the same requests only when these agree as well as the spec does."""
+    named = [getattr(spec.dataset, "path", None), spec.tokenizer]
+    out: dict[str, str] = {}
+    for name in (n for n in named if n is not None):
+        path = name if name.is_absolute() or base_dir is None else base_dir / name
+        files = [path / f for f in TOKENIZER_FILES] if path.is_dir() else [path]
+        for file in files:
+            key = str(name / file.name) if file != path else str(name)
+            out[key] = _digest(file)
+    return out
+
+
+def _digest(path: Path) -> str:
+    try:
+        with path.open("rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()[:16]
+    except FileNotFoundError:
+        return "missing"
+    except OSError as err:
+        raise DatasetError(f"{path}: cannot read ({err.strerror})") from None
 
 
 def _dir_key(base_dir: Path | None) -> str:

@@ -36,6 +36,9 @@ class StudyRecord:
     # the earlier study whose picks were queued first and whose measurements are the sampler's
     # prior: {"study": name, "storage": its URL without password, None for the results folder}
     warm_start: dict[str, Any] | None = None
+    # a digest of every file the workload reads, by the name the space gives it: what they
+    # hold is part of what was measured (None: a study from before it was recorded)
+    workload_files: dict[str, str] | None = None
 
     @classmethod
     def of(cls, attrs: Mapping[str, Any]) -> StudyRecord:
@@ -51,6 +54,7 @@ class StudyRecord:
             created=attrs.get("created"),
             trade_off=attrs.get("trade_off"),
             warm_start=attrs.get("warm_start"),
+            workload_files=attrs.get("workload_files"),
         )
 
     @classmethod
@@ -72,6 +76,11 @@ def write_trade_off(study: optuna.Study, names: list[str]) -> None:
     """What the fronts trade against is how results are read, not what was measured: a rerun
     may change it."""
     study.set_user_attr("trade_off", names)
+
+
+def write_workload_files(study: optuna.Study, digests: dict[str, str]) -> None:
+    """Recorded on the first run that knows them, for a study created before they were."""
+    study.set_user_attr("workload_files", digests)
 
 
 def missing_keys(attrs: Mapping[str, Any]) -> list[str]:

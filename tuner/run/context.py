@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import optuna
 
+from objectives.datasets import file_digests
 from objectives.objective import Objective, parse_objectives
 from objectives.workload import STALL_FLOOR_S
 from tuner.errors import SpaceError, StudyError
-from tuner.record.study import StudyRecord, write_trade_off
+from tuner.record.study import StudyRecord, write_trade_off, write_workload_files
 from tuner.run.preflight import check_engine
 from tuner.run.slots import SlotRequest
 from tuner.run.trial import TrialRunner
@@ -27,7 +29,7 @@ from tuner.space import Space, load_space
 from tuner.space.render import api_key
 from tuner.space.schema import TargetSpec
 from tuner.space.stored import redact_space_data, stored_space_text
-from tuner.storage.results import StudyPaths
+from tuner.storage.results import StudyPaths, set_aside_trials
 from tuner.storage.urls import driver_url
 
 DEFAULT_CONFIRM = 2  # leading configs per tier launched again after exploration (--confirm)
@@ -156,12 +158,14 @@ def _retarget(space: Space, kind: str, path: Path) -> Space:
 
 
 def open_study(
-    ctx: StudyContext, storage: optuna.storages.BaseStorage | None = None
+    ctx: StudyContext,
+    storage: optuna.storages.BaseStorage | None = None,
+    report: Callable[[str], None] = print,
 ) -> optuna.Study:
     """Create or resume the study; a resumed study must match the space and objective.
 
     ``storage`` replaces ``ctx.storage_url`` with an opened storage (workers pass one with
-    heartbeats and retries).
+    heartbeats and retries). A new study's results folder keeps no earlier study's trials.
     """
     if ctx.storage_url == ctx.paths.default_storage_url:
         ctx.paths.root.mkdir(parents=True, exist_ok=True)
@@ -173,12 +177,15 @@ def open_study(
         sampler=make_sampler(ctx.sampler, ctx.space, ctx.warm.prior if ctx.warm else None),
         load_if_exists=True,
     )
-    _check_or_record(study, ctx, tiers)
+    if _check_or_record(study, ctx, tiers) and (aside := set_aside_trials(ctx.paths.root)):
+        report(f"an earlier study's trial folders of this name were moved to {aside}")
     return study
 
 
-def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -> None:
+def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -> bool:
+    """Whether the study is new (its record written now); a resumed one is checked."""
     digest = _space_digest(ctx.space)
+    files = file_digests(ctx.space.workload, ctx.space_path.parent)
     record = StudyRecord.read(study)
     if record is None:
         StudyRecord.new(
@@ -192,8 +199,9 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
             engine=ctx.space.engine.model_dump(),
             trade_off=[o.name for o in ctx.against],
             warm_start=ctx.warm.source() if ctx.warm else None,
+            workload_files=files,
         ).write(study)
-        return
+        return True
     _check_warm_start(ctx, record)
     if record.objective != ctx.objective.name:
         raise StudyError(
@@ -205,8 +213,27 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
             f"study {ctx.name!r} was created from a different space (parameters, rules, target "
             "or workload changed); use --study NEW_NAME for a new study"
         )
+    _check_files(ctx, record, files, study)
     if (record.trade_off or []) != [o.name for o in ctx.against]:
         write_trade_off(study, [o.name for o in ctx.against])
+    return False
+
+
+def _check_files(
+    ctx: StudyContext, record: StudyRecord, files: dict[str, str], study: optuna.Study
+) -> None:
+    """A workload file whose contents changed sends other requests: no resume measures them."""
+    if record.workload_files is None:
+        write_workload_files(study, files)  # created before they were recorded: from now on
+        return
+    changed = sorted(
+        k for k in {*files, *record.workload_files} if files.get(k) != record.workload_files.get(k)
+    )
+    if changed:
+        raise StudyError(
+            f"study {ctx.name!r} was measured with other contents of {', '.join(changed)}; "
+            "use --study NEW_NAME for a new study, or put the files back as they were"
+        )
 
 
 def _check_warm_start(ctx: StudyContext, record: StudyRecord) -> None:

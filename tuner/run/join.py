@@ -84,7 +84,7 @@ def join_study(opts: WorkerOptions, report: Report, ctx: StudyContext | None = N
     lock = StudyLock(opts.storage, opts.study, storage.retry)
     with lock.held():
         ctx = ctx or _context(opts, storage)
-        study = open_study(ctx, storage)
+        study = open_study(ctx, storage, report)
         _recorded_warm_start(study, ctx, opts.results_dir, report)
         seed_queue(study, ctx)
         budget = _settle_budget(study, opts.trials, ctx.trials)

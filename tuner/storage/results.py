@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,6 +84,23 @@ def staged_dir(final: Path) -> Iterator[Path]:
 def json_text(data: Any) -> str:
     """How every JSON file of a study is written: sorted keys, two-space indent, a last newline."""
     return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def set_aside_trials(root: Path) -> Path | None:
+    """A new study's ``trials/NNNN`` numbers start at 0 again: folders an earlier study of the
+    same name left (its storage deleted, or another storage) move to ``trials.before-TIME/``,
+    so that no trial of the new study meets one; returns where they went (None: none there)."""
+    trials = root / "trials"
+    old = (
+        sorted(p for p in trials.iterdir() if not p.name.startswith(".")) if trials.is_dir() else []
+    )
+    if not old:
+        return None
+    aside = root / f"trials.before-{time.strftime('%Y%m%d-%H%M%S')}"
+    aside.mkdir()
+    for path in old:
+        os.replace(path, aside / path.name)
+    return aside
 
 
 def write_json(path: Path, data: Any) -> None:
