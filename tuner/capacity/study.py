@@ -5,9 +5,9 @@ The configs are the study's recommendations per tier (one entry per distinct con
 by the tiers it wins) and the engine's defaults; each is launched through the study's own
 launch path (``TrialRunner.serving``), searched, then settled at the boundary
 (``tuner.capacity.search``): each side rests on ``repeats`` runs, so the answer carries its
-spread. The answer goes to the
-study's ``capacity.json``, after every config, and the exports are rebuilt so the recipe and
-the report show it.
+spread. The answer goes to the study's ``capacity.json`` once every config is measured
+(``capacity.partial.json`` till then: an interrupted run leaves the last complete answer in
+place), and the exports are rebuilt so the recipe and the report show it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tuner.record.trial import TrialRecord
 from tuner.run.context import RunOptions, StudyContext, prepare
 from tuner.run.join import recorded_space
 from tuner.run.objective import finished_count
+from tuner.run.signals import sigterm_as_interrupt
 from tuner.run.trial import TrialRunner
 from tuner.score.eligible import Policy
 from tuner.score.recommend import recommend
@@ -96,10 +97,13 @@ def run_capacity(opts: CapacityOptions, report: Report = print) -> CapacityRepor
         created=time.time(),
     )
     session = Session(ctx, out, slos, report)
-    for config in configs_to_measure(data):
-        out.configs.append(config)
-        session.measure(config)
-        write_capacity(ctx.paths.root, out)  # a Ctrl-C keeps every config measured so far
+    with sigterm_as_interrupt():  # a scheduler's stop unwinds as Ctrl-C: the engine stopped
+        for config in configs_to_measure(data):
+            out.configs.append(config)
+            session.measure(config)
+            # A Ctrl-C keeps every config measured so far, beside the last complete answer.
+            write_capacity(ctx.paths.root, out, complete=False)
+    write_capacity(ctx.paths.root, out)
     export_study(opts.study, opts.storage, None, opts.results_dir)
     return out
 

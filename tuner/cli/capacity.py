@@ -2,7 +2,8 @@
 
 Exit codes: 0 once every config was measured (a config that did not start says so in its
 row); 2 for a user error (an unknown study, a space with no SLO at its highest tier); 130 on
-Ctrl-C, with the configs measured so far kept in capacity.json.
+Ctrl-C or SIGTERM, with the configs measured so far kept in capacity.partial.json and the
+last complete answer left in capacity.json.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from tuner.errors import StudyError
 from tuner.storage.results import write_json
 
 FILE = "capacity.json"
+PARTIAL = "capacity.partial.json"  # an answer still being measured, or cut short
 CONCURRENCY, REQUEST_RATE = "concurrency", "request_rate"
 HELD_TO_BOUND = "held to the bound"  # bound_by of a config that held at the most load searched
 
@@ -133,9 +134,14 @@ def ratio(pick: ConfigCapacity, base: ConfigCapacity | None) -> float | None:
     return pick.capacity / base.capacity
 
 
-def write_capacity(study_dir: Path, report: CapacityReport) -> Path:
-    path = study_dir / FILE
+def write_capacity(study_dir: Path, report: CapacityReport, complete: bool = True) -> Path:
+    """The answer to ``capacity.json`` once ``complete``; till then the configs measured so far
+    go to ``capacity.partial.json`` beside it, so that the previous complete answer is what
+    ``tune show`` and the exports read until a new one replaces it whole."""
+    path = study_dir / (FILE if complete else PARTIAL)
     write_json(path, report.to_json())
+    if complete:
+        (study_dir / PARTIAL).unlink(missing_ok=True)
     return path
 
 
