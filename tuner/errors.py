@@ -17,6 +17,8 @@ traceback only under ``--debug``. Anything else escaping is a bug and keeps its 
     │                           saturated, engine unreachable): the trial FAILs and is queued
     │                           again
     ├── StorageUnavailable      the database stayed unreachable past the outage allowance
+    ├── DiskError               a disk full, a folder read-only, a database file that is not
+    │                           one: the machine's to fix, named by its path, at once
     ├── SecretLeakError         an export file would hold a secret's value
     ├── BenchIncomplete         ``tune bench`` ran, but a tier is not the server's alone (exit 1)
     └── EngineExited            ``tune sim-serve``'s engine refused to start (its exit code)
@@ -32,6 +34,7 @@ are what a real engine's process exit and log are to the launchers, which turn t
 
 from __future__ import annotations
 
+import errno
 from enum import StrEnum
 
 
@@ -103,6 +106,30 @@ class InfraError(TunerError):
 
 class StorageUnavailable(TunerError):
     """The database stayed unreachable for longer than the outage allowance."""
+
+
+class DiskError(TunerError):
+    """Where tune writes refused it: a disk full, a folder read-only or not ours, a database
+    file that is not one. No wait mends these; the message names the path."""
+
+
+# What an OSError's errno says of the disk, in the words a user acts on.
+_DISK_ERRNOS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
+
+
+def disk_error(err: OSError) -> DiskError | None:
+    """``err`` as one line naming its path, when it is the disk's refusal (None: not one)."""
+    why = _DISK_ERRNOS.get(err.errno or 0)
+    if why is None:
+        return None
+    where = err.filename if err.filename is not None else "a file tune writes"
+    return DiskError(f"cannot write {where}: {why}")
 
 
 class SecretLeakError(TunerError):

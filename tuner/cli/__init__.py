@@ -12,7 +12,7 @@ import typer
 
 from tuner.cli import commands  # noqa: F401  (each command module registers itself on app)
 from tuner.cli.root import app, state
-from tuner.errors import TunerError
+from tuner.errors import TunerError, disk_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as err:  # the disk refused a write: the user's to fix, not a bug
+        refused = disk_error(err)
+        if refused is None or state["debug"]:
+            raise
+        print(f"error: {refused}", file=sys.stderr)
+        return refused.exit_code
     except typer.Exit as done:
         return int(done.exit_code or 0)
     except Exception as err:  # click usage errors carry their own exit code

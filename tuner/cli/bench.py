@@ -9,6 +9,7 @@ Ctrl-C or SIGTERM, after writing the tiers completed so far to ``--json``.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Annotated, Any
@@ -137,6 +138,15 @@ def write_json(
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
+def check_json_out(path: Path) -> None:
+    """Refuse, in one line, a ``--json`` file whose folder is missing or cannot be written."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise TunerError(f"--json {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise TunerError(f"--json {path}: the folder {folder} cannot be written")
+
+
 def run_bench(
     endpoint: Endpoint,
     spec: WorkloadSpec,
@@ -151,6 +161,8 @@ def run_bench(
         BenchIncomplete: after printing and writing everything, when a tier had failed
             requests or a saturated client.
     """
+    if json_out is not None:
+        check_json_out(json_out)  # now, not after the whole benchmark
     spec = with_vocab(spec, endpoint)  # the JSON then shows the token-id bound used
     if endpoint.base_url is not None:
         check_reachable(endpoint.base_url)

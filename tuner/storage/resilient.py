@@ -27,7 +27,7 @@ from optuna.study._frozen import FrozenStudy
 from optuna.study._study_direction import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from tuner.errors import StorageUnavailable
+from tuner.errors import DiskError, StorageUnavailable
 
 StaleCallback = Callable[[optuna.Study, FrozenTrial], None]
 
@@ -50,6 +50,27 @@ def is_transient(err: BaseException) -> bool:
     return False
 
 
+# SQLite's words for a database file the machine will not let it use: no retry mends these.
+_SQLITE_REFUSALS = {
+    "database or disk is full": "the disk is full",
+    "attempt to write a readonly database": "the file or its folder is read-only",
+    "file is not a database": "not an SQLite database (truncated or overwritten?)",
+    "database disk image is malformed": "a damaged SQLite database (truncated?)",
+    "unable to open database file": "cannot be opened (its folder is missing or read-only)",
+    "disk i/o error": "a disk I/O error",
+}
+
+
+def disk_refusal(err: BaseException) -> str | None:
+    """Why the database file cannot be used, when ``err`` says the machine refused it."""
+    for e in _chain(err):
+        text = str(e).lower()
+        for words, why in _SQLITE_REFUSALS.items():
+            if words in text:
+                return why
+    return None
+
+
 def _chain(err: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     cur: BaseException | None = err
@@ -68,8 +89,8 @@ def first_line(err: BaseException) -> str:
 class Retrier:
     """Runs storage calls, waiting out transient database faults with capped backoff."""
 
-    def __init__(self, outage_s: float, report: Callable[[str], None]) -> None:
-        self.outage_s, self.report = outage_s, report
+    def __init__(self, outage_s: float, report: Callable[[str], None], where: str = "") -> None:
+        self.outage_s, self.report, self.where = outage_s, report, where
         self.last_outage = float("-inf")  # monotonic time a fault was last seen
 
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
@@ -78,6 +99,8 @@ class Retrier:
             try:
                 result = fn()
             except Exception as err:
+                if (why := disk_refusal(err)) is not None:
+                    raise DiskError(f"{self.where or 'the storage'}: {why} ({what})") from err
                 if not is_transient(err):
                     raise
                 since = self._wait(what, err, since, delay)

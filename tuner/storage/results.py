@@ -53,7 +53,10 @@ _FILE_MODE = _file_mode()
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and an atomic rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:  # named for the file meant, not the temporary name tried
+        raise OSError(err.errno, err.strerror, str(path)) from None
     try:
         os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "w") as fh:
@@ -61,6 +64,9 @@ def write_atomic(path: Path, text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

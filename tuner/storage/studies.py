@@ -11,9 +11,17 @@ from pathlib import Path
 import optuna
 from optuna.storages import BaseStorage
 
-from tuner.errors import StudyError
+from tuner.errors import DiskError, StudyError
+from tuner.storage.resilient import disk_refusal
 from tuner.storage.results import StudyPaths, check_study_name
-from tuner.storage.urls import StorageSettings, driver_url, open_storage, redact
+from tuner.storage.urls import (
+    StorageSettings,
+    backend_of,
+    driver_url,
+    open_storage,
+    redact,
+    sqlite_path,
+)
 
 READ_OUTAGE_S = 60.0  # a read is better failed than stuck for half an hour of outage
 
@@ -49,3 +57,8 @@ def _load(name: str, backend: str | BaseStorage, url: str) -> optuna.Study:
     except KeyError:
         known = [s.study_name for s in optuna.get_all_study_summaries(backend)]
         raise StudyError(f"no study {name!r} in {redact(url)}; studies there: {known}") from None
+    except Exception as err:  # a URL opened here has no Retrier to name the file's refusal
+        if (why := disk_refusal(err)) is None:
+            raise
+        where = sqlite_path(url) if backend_of(url) == "sqlite" else redact(url)
+        raise DiskError(f"{where}: {why}") from None

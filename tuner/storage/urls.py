@@ -117,7 +117,8 @@ def open_storage(
 ) -> ResilientStorage:
     """The storage behind ``url`` with heartbeats and retries (see the module docstring)."""
     settings = settings or StorageSettings()
-    retry = Retrier(settings.outage_s, report or _log.warning)
+    where = str(sqlite_path(url)) if backend_of(url) == "sqlite" else redact(url)
+    retry = Retrier(settings.outage_s, report or _log.warning, where)
     inner = retry.call(f"open {redact(url)}", lambda: _open_inner(url, settings, on_stale))
     return ResilientStorage(
         inner, retry, settings.grace_s, _heartbeat_of(url, inner, settings, on_stale)
