@@ -54,7 +54,7 @@ class SLO(BaseModel):
     that the tier's value must respect.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a nan bound never fires
 
     metric: str = Field(description="ttft / tpot / e2el (per request, ms) or a per-tier key.")
     max: float | None = Field(None, description="Upper bound (ms for latencies).")

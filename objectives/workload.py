@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # No nan or inf: an SLO or a timeout of nan never fires, and inf crashes the timer.
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
+
+
+# Beyond these a workload is a typo, and building it would exhaust memory mid-trial (token ids
+# are held as Python ints, about 40 bytes each, for a tier's prompts at once).
+MAX_LEN = 16 * 1024 * 1024  # tokens of any one length (the longest contexts are ~10M)
+MAX_TIER_TOKENS = 64 * 1024 * 1024  # prompt tokens one tier builds
+MAX_SECONDS = 7 * 24 * 3600.0
 
 
 class RandomDataset(_Strict):
@@ -224,6 +232,7 @@ class WorkloadSpec(_Strict):
     def _check(self) -> WorkloadSpec:
         self._check_tiers()
         self._resolve_num_prompts()
+        self._check_sizes()
         if self.burstiness != 1.0 and self.request_rate is None:
             raise ValueError(
                 f"workload.burstiness ({self.burstiness}) needs workload.request_rate: "
@@ -258,8 +267,40 @@ class WorkloadSpec(_Strict):
         elif self.num_prompts is None:
             raise ValueError(f"workload.num_prompts is required for dataset kind {ds.kind!r}")
 
+    def _check_sizes(self) -> None:
+        ds = self.dataset
+        for name, value in ds:
+            if name.endswith("_len") and isinstance(value, int) and value > MAX_LEN:
+                raise ValueError(f"workload.dataset.{name} ({value}) is over {MAX_LEN:,} tokens")
+        tokens = self.requests_per_tier * _longest_prompt(ds)
+        if tokens > MAX_TIER_TOKENS:
+            raise ValueError(
+                f"a tier of {self.requests_per_tier} requests of up to {_longest_prompt(ds):,} "
+                f"tokens would build {tokens:,} prompt tokens (at most {MAX_TIER_TOKENS:,})"
+            )
+        for name in ("request_timeout_s", "stall_floor_s"):
+            if getattr(self, name) > MAX_SECONDS:
+                raise ValueError(f"workload.{name} ({getattr(self, name)}) is over a week")
+
     @property
     def requests_per_tier(self) -> int:
         """``num_prompts`` once resolved (always set after validation)."""
         assert self.num_prompts is not None
         return self.num_prompts
+
+
+def _longest_prompt(
+    ds: RandomDataset
+    | ShareGPTDataset
+    | PrefixRepetitionDataset
+    | CodeEditDataset
+    | LongPromptDataset,
+) -> int:
+    """Tokens of the longest prompt ``ds`` builds (a ShareGPT file's are as long as it is)."""
+    if isinstance(ds, RandomDataset):
+        return int(ds.input_len * (1 + ds.range_ratio)) + ds.prefix_len
+    if isinstance(ds, PrefixRepetitionDataset):
+        return ds.prefix_len + ds.suffix_len
+    if isinstance(ds, CodeEditDataset):
+        return int(ds.file_len * (1 + ds.range_ratio)) + ds.request_len
+    return ds.input_len if isinstance(ds, LongPromptDataset) else 0

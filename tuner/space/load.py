@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from launchers import LauncherSettings, launcher_class
 from tuner.errors import SpaceError
 from tuner.space.schema import Space
+from tuner.space.yaml_text import YamlLimitError, read_yaml_text
 
 
 def load_space(path: Path | str) -> Space:
@@ -68,7 +70,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
             f"{column}; save the file as UTF-8"
         ) from None
     try:
-        data = yaml.safe_load(text)
+        data = read_yaml_text(text)
+    except YamlLimitError as err:
+        raise SpaceError(f"{path}: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -76,7 +80,28 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise SpaceError(f"{path}: malformed YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise SpaceError(f"{path}: a space file must be a YAML mapping (got {type(data).__name__})")
+    if (bad := _non_finite(data)) is not None:
+        raise SpaceError(f"{path}: {bad}: not a finite number; give a number or leave it out")
     return data
+
+
+def _non_finite(data: Any, where: str = "") -> str | None:
+    """The YAML path of the first .nan / .inf in ``data`` (None: there is none). Checked here
+    for every section at once, the launcher's settings and engine flags included."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return f"{where or '(top level)'} ({data})"
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else ()
+    )
+    for key, value in items:
+        inner = _yaml_path((where, key)) if where else _yaml_path((key,))
+        if (found := _non_finite(value, inner)) is not None:
+            return found
+    return None
 
 
 def format_validation_error(err: ValidationError, prefix: str = "") -> str:

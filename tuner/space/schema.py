@@ -182,6 +182,27 @@ class Space(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _one_parameter_per_binding(self) -> Self:
+        # Two parameters on one flag: the launch takes the second's value while the trial
+        # records the first's, so every measurement would be filed under the wrong config.
+        owner: dict[str, str] = {}
+        for name, p in self.parameters.items():
+            target, whole = _bound_to(p)
+            # A flag's whole value and a key inside it cannot both be set in one launch.
+            clash = f"{whole} as JSON" if p.flag is not None else whole
+            other = owner.setdefault(target, name)
+            if other == name and clash in owner:
+                other = owner[clash]
+            if other != name:
+                raise ValueError(
+                    f"parameters.{name}: binds {target}, as parameters.{other} does; "
+                    "each flag, env var, JSON key or knob takes one parameter"
+                )
+            if p.json_key is not None:
+                owner.setdefault(f"{whole} as JSON", name)
+        return self
+
+    @model_validator(mode="after")
     def _knobs_fit_version(self) -> Self:
         version = self.engine.parsed_version
         for name, p in self.parameters.items():
@@ -228,6 +249,24 @@ class Space(BaseModel):
 
     def defaults(self) -> dict[str, Scalar]:
         return {name: p.default for name, p in self.parameters.items()}
+
+
+def _bound_to(p: Parameter) -> tuple[str, str]:
+    """What a parameter sets, spelled so that two spellings of one flag are one target, and
+    the whole it belongs to (a JSON key's flag; else the target itself)."""
+    if p.json_key is not None:
+        flag = f"flag {_flag_name(p.json_key.flag)}"
+        return f"{flag} key {p.json_key.key!r}", flag
+    if p.flag is not None:
+        target = f"flag {_flag_name(p.flag)}"
+    else:
+        target = f"env var {p.env}" if p.env is not None else f"knob {p.knob}"
+    return target, target
+
+
+def _flag_name(flag: str) -> str:
+    # --max-num-seqs, --max_num_seqs and max-num-seqs are one flag to the engine.
+    return "--" + flag.lstrip("-").replace("_", "-")
 
 
 def _check_knob(engine: str, name: str, p: Parameter, version: tuple[int, ...]) -> None:

@@ -22,6 +22,7 @@ from tuner.errors import StudyError
 from tuner.record.study import StudyRecord, missing_keys
 from tuner.record.trial import TrialRecord
 from tuner.space.schema import Space
+from tuner.space.yaml_text import YamlLimitError, read_yaml_text
 from tuner.storage.studies import open_study
 
 
@@ -109,7 +110,7 @@ def study_data(study: optuna.Study, url: str) -> StudyData:
 
 def space_from_text(name: str, text: str) -> Space:
     try:
-        return Space.model_validate(yaml.safe_load(text))
-    except (ValidationError, yaml.YAMLError) as err:
+        return Space.model_validate(read_yaml_text(text))
+    except (ValidationError, yaml.YAMLError, YamlLimitError) as err:
         first = str(err).splitlines()[0]
         raise StudyError(f"study {name!r}: its recorded space no longer parses: {first}") from None
