@@ -219,7 +219,14 @@ class RDBHeartbeat(BaseHeartbeat):
 
 
 class FileHeartbeat(BaseHeartbeat):
-    """Heartbeats as modification times of one file per running trial (journal storages)."""
+    """Heartbeats as one file per running trial (journal storages), rewritten at every beat.
+
+    A beat is told by the file changing, never by its time against this process's clock: a
+    worker whose clock runs an hour ahead, or a host clock stepped forward, would otherwise
+    take every live trial for dead. A trial is stale once its file has not changed for
+    ``grace_s`` of this process's monotonic clock, so a checker that has just started watches
+    a whole grace before it judges.
+    """
 
     def __init__(
         self,
@@ -230,24 +237,38 @@ class FileHeartbeat(BaseHeartbeat):
     ) -> None:
         self.storage, self.folder, self.settings = storage, folder, settings
         self.on_stale = on_stale
+        self._beats = 0
+        self._seen: dict[int, tuple[tuple[int, bytes], float]] = {}  # file state, since when
         folder.mkdir(parents=True, exist_ok=True)
 
     def record_heartbeat(self, trial_id: int) -> None:
-        (self.folder / str(trial_id)).touch()
+        self._beats += 1  # the content changes at every beat, whatever the clocks say
+        beat = f"{os.getpid()} {self._beats} {time.monotonic_ns()}\n"
+        (self.folder / str(trial_id)).write_text(beat, encoding="utf-8")
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        now = time.time()
+        now = time.monotonic()
         stale = []
         for t in self.storage.get_all_trials(
             study_id, deepcopy=False, states=(TrialState.RUNNING,)
         ):
-            try:
-                beat = os.stat(self.folder / str(t._trial_id)).st_mtime
-            except FileNotFoundError:
+            state = self._state(t._trial_id)
+            if state is None:
                 continue  # never beat: not a worker's trial (same rule as the RDB storage)
-            if now - beat > self.settings.grace_s:
+            seen = self._seen.get(t._trial_id)
+            if seen is None or seen[0] != state:
+                self._seen[t._trial_id] = (state, now)
+            elif now - seen[1] > self.settings.grace_s:
                 stale.append(t._trial_id)
         return stale
+
+    def _state(self, trial_id: int) -> tuple[int, bytes] | None:
+        # The modification time as well: a worker of an older tune only touches the file.
+        path = self.folder / str(trial_id)
+        try:
+            return os.stat(path).st_mtime_ns, path.read_bytes()
+        except FileNotFoundError:
+            return None
 
     def get_heartbeat_interval(self) -> int:
         return self.settings.heartbeat_s

@@ -154,6 +154,7 @@ def test_a_trial_lost_while_its_config_was_sampled_is_not_queued_again(tmp_path:
     trial = study.ask()
     trial.suggest_int("x", 0, 9)
     storage.record_heartbeat(trial._trial_id)
+    fail_stale_trials(study)  # a worker watching: staleness is silence it has seen
     time.sleep(2.3)
     fail_stale_trials(study)
     assert [t.state for t in study.trials] == [TrialState.FAIL]
@@ -165,6 +166,7 @@ def test_stale_checks_pause_for_one_grace_after_an_outage(tmp_path: Path) -> Non
     study = optuna.create_study(study_name="s", storage=storage)
     trial = study.ask()
     storage.record_heartbeat(trial._trial_id)
+    assert storage._get_stale_trial_ids(study._study_id) == []  # seen beating
     time.sleep(2.3)
     storage.retry.last_outage = time.monotonic()  # as if the database had just come back
     assert storage._get_stale_trial_ids(study._study_id) == []
