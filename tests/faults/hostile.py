@@ -5,7 +5,9 @@ to misbehave the way the fault audit's servers did.
   (``-5``, ``abc``) and a short body;
 - ``drip``: paths (``/metrics``, ``/health``) whose answer is sent one chunk a second, for ever;
 - ``nested``: every streamed completion sends one event of JSON nested this deep first;
-- ``echo_key``: every streamed completion is refused 400, its message repeating the key sent.
+- ``echo_key``: every streamed completion is refused 400, its message repeating the key sent;
+- ``endless``: every stream sends tokens for ever, never ``[DONE]``;
+- ``metrics``: ``(status, body)`` that ``/metrics`` answers instead of vLLM's counters.
 
 Everything else is an engine that serves well: ``/health`` 200, ``/v1/models``, ``/metrics``
 (vLLM's counter names), the ready probe's completion, and streams of ``max_tokens`` tokens.
@@ -28,6 +30,8 @@ class Hostile:
     drip: tuple[str, ...] = ()
     nested: int = 0
     echo_key: bool = False
+    endless: bool = False
+    metrics: tuple[int, bytes] | None = None
     model: str = "m"
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -49,7 +53,7 @@ def handler(h: Hostile) -> type[BaseHTTPRequestHandler]:
             if self.path == "/health":
                 self._send(200, b"")
             elif self.path == "/metrics":
-                self._send(200, METRICS, "text/plain")
+                self._send(*(h.metrics or (200, METRICS)), "text/plain")
             elif self.path == "/v1/models":
                 card = {"id": h.model, "object": "model", "meta": {"n_vocab": 777}}
                 self._send(200, json.dumps({"object": "list", "data": [card]}).encode())
@@ -83,6 +87,13 @@ def handler(h: Hostile) -> type[BaseHTTPRequestHandler]:
             if h.nested:
                 deep = "[" * h.nested + "]" * h.nested
                 self.wfile.write(f'data: {{"choices": [], "x": {deep}}}\n\n'.encode())
+            while h.endless and not h.stop.is_set():
+                chunk = {"choices": [{"index": 0, "text": "x", "finish_reason": None}]}
+                try:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                except OSError:
+                    return
+                time.sleep(0.01)
             for _ in range(n):
                 chunk = {"choices": [{"index": 0, "text": "x", "finish_reason": None}]}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
