@@ -14,8 +14,8 @@ unreachable (server restarting, network gone) waits and retries with backoff for
 ``outage_s`` instead of killing the worker. Every storage also gets heartbeats: a running
 trial's worker records one every ``heartbeat_s``; a trial without one for ``grace_s`` belongs
 to a dead worker (killed, node lost) and is failed and re-queued by whichever worker notices.
-RDB storages keep heartbeats in the database; journal files keep them as file times in a
-folder next to the journal.
+RDB storages keep heartbeats in the database; journal files keep them as files in a folder
+next to the journal, rewritten at every beat and judged by their changing, never by a clock.
 """
 
 from __future__ import annotations
