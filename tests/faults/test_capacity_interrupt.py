@@ -13,9 +13,9 @@ import yaml
 
 from tests.tuner.conftest import SMALL_SPACE
 from tuner.capacity import CapacityOptions, run_capacity
-from tuner.export.capacity import FILE, PARTIAL
 from tuner.export.show import show_study
 from tuner.run.study import RunOptions, run_study
+from tuner.storage.capacity import FILE, PARTIAL
 
 
 @pytest.fixture
