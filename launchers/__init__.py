@@ -8,7 +8,10 @@ Outside ``launchers/`` only this module is imported (``lint-imports`` keeps it s
 - for the pre-flight check of a space against the installed engine: ``requested_flags`` (the
   flags a launch's arguments request), ``plugin_env`` (an env variable a platform plugin reads
   that core vLLM would call unknown) and ``engine_facts`` (what an installed vLLM says of
-  itself: version, flags, env).
+  itself: version, flags, env);
+- for a space's static checks, where no program is asked: ``FLAG_RELEASES`` (which vLLM
+  release first parses a flag; the simulated engine reads it too), ``Version`` and
+  ``parse_version``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from launchers._base import (
     VirtualEngine,
 )
 from launchers._knobs import plugin_env, requested_flags
-from launchers._vllm_facts import EngineFacts, read_facts
+from launchers._vllm_facts import FLAG_RELEASES, EngineFacts, Version, parse_version, read_facts
 from tuner.errors import SpaceError
 
 LAUNCHERS: dict[str, type[Launcher]] = {}
@@ -59,6 +62,7 @@ def _load_builtin() -> None:
 
 
 __all__ = [
+    "FLAG_RELEASES",
     "LAUNCHERS",
     "DeployCommand",
     "Deployment",
@@ -68,9 +72,11 @@ __all__ = [
     "LauncherSettings",
     "Leftover",
     "Startup",
+    "Version",
     "VirtualEngine",
     "engine_facts",
     "launcher_class",
+    "parse_version",
     "plugin_env",
     "register",
     "requested_flags",

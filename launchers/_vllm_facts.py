@@ -12,6 +12,11 @@ instead of N refused trials. The facts come from the engine itself:
 
 Reading them costs about 15 s (three imports of vLLM), so they are cached per program path and
 modification time under ``$TUNE_CACHE_DIR`` (default ``~/.cache/tune``).
+
+Where no program can be asked (a space's static checks, the simulated engine), ``FLAG_RELEASES``
+says which flags exist only from (or until) a release, from vLLM's release notes and
+``vllm/engine/arg_utils.py``: ``--attention-backend`` came with AttentionConfig in 0.11.1,
+``--moe-backend`` in 0.17. ``release_facts`` is a release's facts as far as those go.
 """
 
 from __future__ import annotations
@@ -29,6 +34,15 @@ from tuner.errors import TunerError
 TIMEOUT_S = 180.0  # importing vLLM on two busy cores takes 5-10 s; a hung import must not hang us
 _OPTION = re.compile(r"^\s{2}(-{1,2}[\w.-]+)(.*)$")
 _ALIAS = re.compile(r",\s*(-{1,2}[\w.-]+)")
+_VERSION = re.compile(r"\d+(?:\.\d+)*")
+
+Version = tuple[int, ...]
+
+# Flags a release parses only in [first, until): release notes, vllm/engine/arg_utils.py.
+FLAG_RELEASES: dict[str, tuple[Version, Version | None]] = {
+    "--attention-backend": ((0, 11, 1), None),
+    "--moe-backend": ((0, 17), None),
+}
 _ENV_SCRIPT = (
     "import json, vllm.envs as e; print('TUNE-ENV ' + json.dumps(sorted(e.environment_variables)))"
 )
@@ -49,6 +63,28 @@ class EngineFacts:
         if re.fullmatch(r"-O\d?", name):
             return "--optimization-level" in self.flags or "-O" in self.flags
         return name in self.flags or name.split(".", 1)[0] in self.flags
+
+
+def parse_version(text: str) -> Version:
+    """``"0.14.1"`` -> ``(0, 14, 1)``; suffixes such as ``rc1``, ``+cu129`` or a trailing
+    ``(vllm-ascend)`` are dropped."""
+    match = _VERSION.match(text.strip().lstrip("v"))
+    if match is None:
+        raise ValueError(f"not a version: {text!r}")
+    return tuple(int(p) for p in match[0].split("."))
+
+
+def flag_in_release(flag: str, version: Version) -> bool:
+    """Whether release ``version`` parses ``flag`` (flags not in ``FLAG_RELEASES`` always)."""
+    first, until = FLAG_RELEASES.get(flag, ((0,), None))
+    return version >= first and (until is None or version < until)
+
+
+def release_facts(program: str, version: str, flags: frozenset[str]) -> EngineFacts:
+    """The facts of release ``version`` of an engine whose parser takes ``flags`` in its
+    newest form: the flags that release lacks are left out; its env is not known."""
+    v = parse_version(version)
+    return EngineFacts(program, version, frozenset(f for f in flags if flag_in_release(f, v)), None)
 
 
 def read_facts(program: Path) -> EngineFacts:

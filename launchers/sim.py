@@ -149,7 +149,8 @@ class SimLauncher(Launcher):
     def _build(self, config: EngineConfig, seed: int, trial_dir: Path) -> SimEngine:
         s = self._settings
         profile = read_profile(s.profile_file) if s.profile_file else load_profile(s.profile)
-        cfg = resolve(config.args, config.env, profile)
+        # The release the space pins: announced, and its flags are the ones parsed.
+        cfg = resolve(config.args, config.env, profile, config.engine_version or None)
         # A memory refusal comes once the weights are loaded, as vLLM sizes its KV cache then.
         self._startup_s = weights_load_s(profile, cfg)
         # Beside the trial folders: one cache per study, shared by its slots, kept on resume.

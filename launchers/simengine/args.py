@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from launchers._knobs import requested_flags
+from launchers._vllm_facts import release_facts
 from launchers.simengine.errors import EngineRefused
 from tuner.errors import FailureKind
 from tuner.secret_policy import is_secret_flag
@@ -136,15 +138,30 @@ def non_default_args(ns: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def parse_serve_args(argv: Sequence[str]) -> argparse.Namespace:
-    """Parses ``vllm serve`` flags; raises ``EngineRefused`` (exit 2) as argparse would."""
+def parse_serve_args(argv: Sequence[str], version: str | None = None) -> argparse.Namespace:
+    """Parses ``vllm serve`` flags as release ``version`` does (None: every flag known here);
+    raises ``EngineRefused`` (exit 2) as argparse would, for a flag that release lacks too."""
     args = list(argv)
     if args[:2] == ["vllm", "serve"]:
         args = args[2:]
+    parser = build_parser()
+    if version is not None:
+        _refuse_unreleased(parser, args, version)
     try:
-        return build_parser().parse_args(args)
+        return parser.parse_args(args)
     except ValueError as err:  # a JSON flag that does not parse
         raise EngineRefused(f"vllm serve: error: {err}", FailureKind.REFUSED, exit_code=2) from err
+
+
+def _refuse_unreleased(parser: argparse.ArgumentParser, args: list[str], version: str) -> None:
+    facts = release_facts("vllm", version, frozenset(parser._option_string_actions))
+    lacking = [flag for flag in requested_flags(args) if not facts.knows_flag(flag)]
+    if lacking:
+        raise EngineRefused(
+            f"vllm serve: error: unrecognized arguments: {' '.join(lacking)} (vLLM {version})",
+            FailureKind.REFUSED,
+            exit_code=2,
+        )
 
 
 @dataclass(frozen=True)

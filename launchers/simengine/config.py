@@ -74,12 +74,17 @@ class SimConfig:
     hccl_buffsize_mb: int
     kv_space_gib: float | None  # VLLM_CPU_KVCACHE_SPACE on a cpu profile (None: unset)
     notes: tuple[str, ...]  # warnings vLLM would log at start-up
+    version: str  # the release it announces and whose flags it parses
     non_default: dict[str, object] = field(default_factory=dict)  # the flags as parsed
 
 
-def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> SimConfig:
-    """Parses and checks one launch; raises ``EngineRefused`` where vLLM refuses."""
-    ns = parse_serve_args(argv)
+def resolve(
+    argv: Sequence[str], env: Mapping[str, str], profile: Profile, version: str | None = None
+) -> SimConfig:
+    """Parses and checks one launch as vLLM ``version`` would (None: the release the profile
+    imitates); raises ``EngineRefused`` where that release refuses."""
+    version = version or profile.defaults.vllm_version
+    ns = parse_serve_args(argv, version)
     e = Env(env)
     d = profile.defaults
     notes: list[str] = []
@@ -122,6 +127,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str], profile: Profile) -> Si
         hccl_buffsize_mb=e.int("HCCL_BUFFSIZE", d.hccl_buffsize_mb),
         kv_space_gib=_kv_space(e, profile),
         notes=tuple(notes),
+        version=version,
         non_default=non_default_args(ns),
     )
 

@@ -82,10 +82,12 @@ class SimEngine:
         profile: str = "h200x4",
         seed: int = 0,
         cache_dir: Path | None = None,
+        version: str | None = None,
     ) -> SimEngine:
-        """Builds an engine from ``vllm serve`` flags and env; raises ``EngineRefused``."""
+        """Builds an engine from ``vllm serve`` flags and env as vLLM ``version`` would
+        (None: the release the profile imitates); raises ``EngineRefused``."""
         prof = load_profile(profile)
-        return cls(prof, resolve(args, env, prof), seed, cache_dir=cache_dir)
+        return cls(prof, resolve(args, env, prof, version), seed, cache_dir=cache_dir)
 
     def set_log_sink(self, sink: Callable[[str], None]) -> None:
         """Where log lines go from now on (besides ``lines``)."""
@@ -128,16 +130,13 @@ class SimEngine:
 
     def _startup_lines(self) -> None:
         c = self.cfg
-        self.log(
-            f"vLLM API server version {self.profile.defaults.vllm_version} (simulated, "
-            f"profile {self.profile.name})"
-        )
+        self.log(f"vLLM API server version {c.version} (simulated, profile {self.profile.name})")
         # The two lines the tuner's knob check reads, in vLLM's own forms: the parsed flags
         # unlike their defaults, then the engine core's resolved config.
         self.log(f"non-default args: {c.non_default!r}")
         for note in c.notes:
             self.log(note)
-        version = self.profile.defaults.vllm_version.split()[0]  # "0.14 (vllm-ascend)": 0.14
+        version = c.version.split()[0]  # "0.14 (vllm-ascend)": 0.14
         self.log(f"Initializing a V1 LLM engine (v{version}) with config: {self._engine_config()}")
         self.log(f"Loading weights took {weights_load_s(self.profile, c):.2f} seconds")
         for line in compile_lines(self.compiled, self.profile, self._cache_dir):

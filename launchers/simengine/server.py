@@ -1,7 +1,8 @@
 """An OpenAI-compatible HTTP server in front of the simulated engine (``vllm serve`` stand-in).
 
-``main(argv)`` takes ``vllm serve`` flags plus ``--sim-profile``, ``--sim-seed`` and
-``--sim-startup-delay`` (seconds before the port opens, as a real engine loads for minutes),
+``main(argv)`` takes ``vllm serve`` flags plus ``--sim-profile``, ``--sim-seed``,
+``--sim-version`` (the vLLM release it announces and whose flags it parses; default the
+profile's) and ``--sim-startup-delay`` (seconds before the port opens, as a real engine loads),
 reads env vars as vLLM does, and exits non-zero with vLLM's log line where vLLM refuses to
 start (2 for argument errors). Endpoints: ``/v1/completions`` and ``/v1/chat/completions``
 (streamed as SSE, one chunk per engine step's tokens, ``usage`` when asked), ``/v1/models``,
@@ -233,11 +234,17 @@ def _sim_flags(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument(
         "--sim-startup-delay", type=float, default=float(os.environ.get("SIM_STARTUP_DELAY", "0"))
     )
+    p.add_argument("--sim-version", default=os.environ.get("SIM_VERSION") or None)
     return p.parse_known_args(list(argv))
 
 
 def serve(
-    argv: Sequence[str], env: Mapping[str, str], profile: str, seed: int, startup_delay: float
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    profile: str,
+    seed: int,
+    startup_delay: float,
+    version: str | None = None,
 ) -> int:
     """Starts the engine as ``vllm serve`` would and serves until interrupted; exit status."""
     import uvicorn
@@ -249,7 +256,9 @@ def serve(
     # cache dirs) so restarts reuse it; unnamed, nothing is written to the home folder.
     cache = env.get("VLLM_CACHE_ROOT")
     try:
-        engine = SimEngine.from_argv(argv, env, profile, seed, Path(cache) if cache else None)
+        engine = SimEngine.from_argv(
+            argv, env, profile, seed, Path(cache) if cache else None, version
+        )
     except EngineRefused as err:
         print(f"ERROR {err}", file=sys.stderr, flush=True)
         return err.exit_code
@@ -266,7 +275,9 @@ def serve(
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m launchers.sim [vllm serve flags] [--sim-*]``."""
     sim, rest = _sim_flags(sys.argv[1:] if argv is None else argv)
-    return serve(rest, os.environ, sim.sim_profile, sim.sim_seed, sim.sim_startup_delay)
+    return serve(
+        rest, os.environ, sim.sim_profile, sim.sim_seed, sim.sim_startup_delay, sim.sim_version
+    )
 
 
 if __name__ == "__main__":

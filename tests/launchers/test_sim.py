@@ -143,3 +143,16 @@ def test_a_profile_file_that_is_no_profile_is_refused_with_the_settings(tmp_path
         SimSettings(profile_file=bad)
     with pytest.raises(ValueError, match="not a profile"):
         SimSettings(profile_file=tmp_path / "missing.yaml")
+
+
+def test_the_engine_is_the_release_the_space_pins(tmp_path: Path) -> None:
+    pinned = config("--moe-backend", "triton")
+    pinned = EngineConfig(**{**pinned.__dict__, "engine_version": "0.17.1"})
+    with SimLauncher(SimSettings()) as launcher:
+        launcher.start(pinned, tmp_path / "new")
+        assert "vLLM API server version 0.17.1" in (tmp_path / "new" / "engine.log").read_text()
+    older = EngineConfig(**{**pinned.__dict__, "engine_version": "0.14"})
+    with pytest.raises(LaunchError) as info:
+        SimLauncher(SimSettings()).start(older, tmp_path / "old")
+    assert info.value.kind is FailureKind.REFUSED
+    assert "unrecognized arguments: --moe-backend (vLLM 0.14)" in str(info.value)

@@ -24,13 +24,20 @@ def sim_serve(
     host: str = typer.Option(
         "127.0.0.1", "--host", help="Address to bind (0.0.0.0: every interface of this machine)."
     ),
+    version: str | None = typer.Option(
+        None,
+        "--version",
+        help="vLLM release to announce and whose flags to accept (default: the profile's).",
+    ),
 ) -> None:
     """Serve a simulated vLLM engine: [MODEL] plus any `vllm serve` flags; env vars as vLLM.
 
-    It binds loopback unless ``--host`` says otherwise, like ``tune dashboard``.
+    It binds loopback unless ``--host`` says otherwise, like ``tune dashboard``, and refuses a
+    flag the announced release lacks (exit 2), as that release's argument parser would.
     """
     from launchers.simengine.server import serve  # starlette and uvicorn load only when serving
 
-    code = serve(["--host", host, *ctx.args], os.environ, profile, seed, startup_delay)
+    args = ["--host", host, *ctx.args]
+    code = serve(args, os.environ, profile, seed, startup_delay, version)
     if code:
         raise EngineExited(code)

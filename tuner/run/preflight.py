@@ -23,9 +23,9 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from launchers import EngineFacts, engine_facts, plugin_env, requested_flags
+from launchers import EngineFacts, engine_facts, parse_version, plugin_env, requested_flags
 from tuner.errors import SpaceError
-from tuner.space.knobs import knob_form, parse_version
+from tuner.space.knobs import knob_form
 from tuner.space.params import Scalar
 from tuner.space.render import render_engine_config
 from tuner.space.schema import Space

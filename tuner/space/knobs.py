@@ -8,25 +8,19 @@ version reads; a binding the pinned version would ignore is refused up front.
 Versions (from vLLM's release notes and source): ``--attention-backend`` appeared with
 AttentionConfig in 0.11.1 and the env var stopped being read in 0.26; ``--moe-backend`` exists
 from 0.17, before which FlashInfer MoE was chosen with ``VLLM_USE_FLASHINFER_MOE_*`` env vars;
-``--load-format fastsafetensors`` replaced ``SAFETENSORS_FAST_GPU=1`` from 0.9.
+``--load-format fastsafetensors`` replaced ``SAFETENSORS_FAST_GPU=1`` from 0.9. Which release
+first parses a flag is ``launchers.FLAG_RELEASES`` (one table in ``launchers/_vllm_facts.py``),
+which the simulated engine reads too.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-Version = tuple[int, ...]
-_VERSION = re.compile(r"\d+(?:\.\d+)*")
+from launchers import FLAG_RELEASES, Version, parse_version
 
-
-def parse_version(text: str) -> Version:
-    """``"0.14.1"`` -> ``(0, 14, 1)``; suffixes such as ``rc1`` or ``+cu129`` are dropped."""
-    match = _VERSION.match(text.strip().lstrip("v"))
-    if match is None:
-        raise ValueError(f"not a version: {text!r}")
-    return tuple(int(p) for p in match[0].split("."))
+__all__ = ["KNOBS", "KnobForm", "Rendered", "Version", "ignored_env", "knob_form", "parse_version"]
 
 
 @dataclass(frozen=True)
@@ -88,16 +82,20 @@ def _truthy(value: object) -> bool:
     return str(value).lower() in {"1", "true", "on", "yes"}
 
 
+# A flag's first release is a fact of vLLM's (launchers' FLAG_RELEASES); before it, the env form.
+_ATTENTION_FLAG = FLAG_RELEASES["--attention-backend"][0]
+_MOE_FLAG = FLAG_RELEASES["--moe-backend"][0]
+
 VLLM_KNOBS: dict[str, tuple[KnobForm, ...]] = {
     "attention_backend": (
-        KnobForm((0, 11, 1), None, _flag("--attention-backend")),
-        KnobForm((0,), (0, 11, 1), _env("VLLM_ATTENTION_BACKEND")),
+        KnobForm(_ATTENTION_FLAG, None, _flag("--attention-backend")),
+        KnobForm((0,), _ATTENTION_FLAG, _env("VLLM_ATTENTION_BACKEND")),
     ),
     "moe_backend": (
-        KnobForm((0, 17), None, _flag("--moe-backend")),
+        KnobForm(_MOE_FLAG, None, _flag("--moe-backend")),
         KnobForm(
             (0,),
-            (0, 17),
+            _MOE_FLAG,
             lambda v: Rendered(env=_OLD_MOE_ENV[str(v)]),
             values=frozenset(_OLD_MOE_ENV),
         ),

@@ -24,7 +24,8 @@ def free_port() -> int:
 
 @pytest.fixture
 def sim_server() -> Iterator[Callable[..., str]]:
-    """Starts servers for ``SimEngine.from_argv(args, env, profile, seed)``; yields base URLs."""
+    """Starts servers for ``SimEngine.from_argv(args, env, profile, seed, version=...)``;
+    yields base URLs."""
     running: list[tuple[uvicorn.Server, threading.Thread]] = []
 
     def start(
@@ -32,8 +33,11 @@ def sim_server() -> Iterator[Callable[..., str]]:
         env: dict[str, str] | None = None,
         profile: str = "h200x4",
         seed: int = 0,
+        version: str | None = None,
     ) -> str:
-        engine = SimEngine.from_argv([*BASE, *(args or [])], env or {}, profile, seed)
+        engine = SimEngine.from_argv(
+            [*BASE, *(args or [])], env or {}, profile, seed, version=version
+        )
         port = free_port()
         config = uvicorn.Config(build_app(engine), host="127.0.0.1", port=port, log_level="warning")
         server = uvicorn.Server(config)

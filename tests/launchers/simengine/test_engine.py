@@ -70,7 +70,7 @@ def test_prefix_sharing_requests_hit_the_cache() -> None:
 
 def test_moe_kernel_crash_under_load_kills_the_engine() -> None:
     args = [*BASE, "--moe-backend", "triton", "--max-num-batched-tokens", "131072"]
-    engine = SimEngine.from_argv(args, {}, "h200x4", 0)
+    engine = SimEngine.from_argv(args, {}, "h200x4", 0, version="0.17.1")
     assert all(r.success for r in engine.run(workload(2, 4000, 5), concurrency=2))  # small: fine
     with pytest.raises(LaunchError) as info:
         engine.run([BenchRequest("", 100_000, 5)], concurrency=1)

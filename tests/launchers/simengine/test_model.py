@@ -9,6 +9,7 @@ from launchers.simengine.model import StepWork
 
 H200 = ["-tp", "4", "--enable-expert-parallel"]
 A3 = ["-tp", "16", "--enable-expert-parallel"]
+RELEASE = {"h200x4": "0.17.1", "910c": "0.14"}
 DECODE_1 = StepWork(n_dec=1, ctx_dec=150_000)
 DECODE_20 = StepWork(n_dec=20, ctx_dec=20 * 50_000)
 PREFILL = StepWork(
@@ -23,7 +24,8 @@ GEMM_HEAVY = StepWork(n_pf=1, pf_tokens=32_768, pf_pairs=32_768**2 / 2, pf_ctx=3
 
 
 def step(args: list[str], env: dict[str, str], work: StepWork, profile: str = "h200x4") -> float:
-    engine = SimEngine.from_argv(args, env, profile, 0)
+    # A release that parses every flag these tests set (--moe-backend came in 0.17).
+    engine = SimEngine.from_argv(args, env, profile, 0, version=RELEASE[profile])
     engine.model.speed = 1.0  # compare configurations, not noise draws
     return engine.model.step_s(work)
 

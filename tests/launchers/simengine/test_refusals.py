@@ -13,10 +13,13 @@ SUFFIX = '{"method": "suffix", "num_speculative_tokens": 3}'
 
 
 def refuse(
-    args: list[str], env: dict[str, str] | None = None, profile: str = "h200x4"
+    args: list[str],
+    env: dict[str, str] | None = None,
+    profile: str = "h200x4",
+    version: str | None = "0.17.1",
 ) -> EngineRefused:
     with pytest.raises(EngineRefused) as info:
-        SimEngine.from_argv(args, env or {}, profile, 0)
+        SimEngine.from_argv(args, env or {}, profile, 0, version=version)
     return info.value
 
 
@@ -139,3 +142,26 @@ def test_common_flags_are_accepted() -> None:
     assert cfg.max_model_len == 196608 and cfg.served_name == "m" and cfg.block_size == 32
     assert not cfg.enable_prefix_caching and cfg.fast_load and not cfg.knobs.async_scheduling
     assert cfg.knobs.kv_bytes_per_token == 253952 // 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "lacking", "having"),
+    [("--moe-backend", "0.16.2", "0.17"), ("--attention-backend", "0.11.0", "0.11.1")],
+)
+def test_a_flag_the_release_lacks_is_refused_as_its_parser_would(
+    flag: str, lacking: str, having: str
+) -> None:
+    value = {"--moe-backend": "triton", "--attention-backend": "FLASHINFER"}[flag]
+    err = refuse([*BASE, flag, value], version=lacking)
+    assert f"unrecognized arguments: {flag} (vLLM {lacking})" in str(err)
+    assert err.exit_code == 2
+    engine = SimEngine.from_argv([*BASE, flag, value], {}, "h200x4", 0, version=having)
+    assert engine.lines[0].startswith(f"vLLM API server version {having} ")
+
+
+def test_without_a_release_it_is_the_one_its_profile_imitates() -> None:
+    engine = SimEngine.from_argv(BASE, {}, "h200x4", 0)
+    assert engine.lines[0].startswith("vLLM API server version 0.14 ")
+    assert "unrecognized arguments: --moe-backend" in str(
+        refuse([*BASE, "--moe-backend", "triton"], version=None)
+    )

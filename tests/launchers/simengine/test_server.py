@@ -129,7 +129,9 @@ def test_speculative_decoding_streams_several_tokens_per_chunk(
 
 
 def test_crash_under_load_turns_health_503(sim_server: Callable[..., str]) -> None:
-    url = sim_server(["--moe-backend", "triton", "--max-num-batched-tokens", "131072"])
+    url = sim_server(
+        ["--moe-backend", "triton", "--max-num-batched-tokens", "131072"], version="0.17.1"
+    )
     r = httpx.post(
         url + "/v1/completions", json={"prompt": list(range(100_000)), "max_tokens": 2}, timeout=60
     )
@@ -150,6 +152,9 @@ def test_process_refuses_with_vllm_line_and_nonzero_exit() -> None:
     proc = _serve("--no-such-flag")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "unrecognized arguments: --no-such-flag" in err
+    proc = _serve("--sim-version", "0.16", "--moe-backend", "triton")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "unrecognized arguments: --moe-backend (vLLM 0.16)" in err
 
 
 def test_process_opens_port_after_startup_delay() -> None:
