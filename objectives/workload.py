@@ -124,7 +124,16 @@ class CodeEditDataset(_Strict):
     request_len: int = Field(
         64, ge=0, description="Tokens of each edit request after its file (fresh content)."
     )
-    output_len: int = Field(gt=0, description="Output length in tokens of every request.")
+    output_len: int = Field(
+        gt=0, description="Output length in tokens (before output_range_ratio)."
+    )
+    output_range_ratio: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Each request's output length is drawn uniformly from "
+        "[output_len*(1-r), output_len*(1+r)]; 0 = every request output_len.",
+    )
     line_len: int = Field(12, ge=4, description="Tokens per line of a file.")
     idioms: int = Field(
         48,

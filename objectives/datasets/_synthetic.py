@@ -1,4 +1,4 @@
-"""Content of synthetic prompts, shared by the token-id datasets.
+"""Content and lengths of synthetic prompts, shared by the token-id datasets.
 
 Token ids are drawn below the dataset's ``vocab_size`` (``objectives.vocab`` finds it for the
 served model); for chat they are rendered as space-separated common words, about one token per
@@ -36,3 +36,11 @@ def token_ids(rng: np.random.Generator, n: int, vocab_size: int | None) -> np.nd
     # Unset (chat, the simulator, a caller that did not resolve it): the old default.
     bound = vocab_size or DEFAULT_VOCAB
     return rng.integers(id_floor(bound), bound, size=n, dtype=np.int64)
+
+
+def spread(rng: np.random.Generator, length: int, ratio: float, count: int) -> np.ndarray:
+    """``count`` lengths as ``vllm bench serve``'s range ratio draws them: uniform integers in
+    ``[length * (1 - ratio), length * (1 + ratio)]``, never below 1."""
+    low = max(1, int(length * (1 - ratio)))
+    high = max(low, int(length * (1 + ratio)))
+    return rng.integers(low, high + 1, size=count)

@@ -3,12 +3,13 @@ requests: shared prefixes for the prefix cache, repeated n-grams for prompt-look
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 import numpy as np
 
 from objectives.datasets._base import Dataset, Draw
-from objectives.datasets._synthetic import render, token_ids
+from objectives.datasets._synthetic import render, spread, token_ids
 from objectives.records import BenchRequest
 from objectives.workload import CodeEditDataset
 
@@ -22,22 +23,26 @@ class CodeEdit(Dataset[CodeEditDataset]):
         content = np.random.default_rng([draw.seed, draw.round])
         idioms = token_ids(content, ds.idioms * ds.line_len, ds.vocab_size)
         idioms = idioms.reshape(ds.idioms, ds.line_len)
-        lengths = _lengths(ds, np.random.default_rng(draw.seed))
+        # From the seed alone, as every dataset's shapes: each tier sends the same sizes. The
+        # output lengths come from a stream of their own, so asking for them moves no file.
+        lengths = spread(
+            np.random.default_rng(draw.seed), ds.file_len, ds.range_ratio, ds.num_files
+        )
+        outs = iter(_output_lengths(ds, draw.seed).tolist())
         reqs = [
             req
             for f, n in enumerate(lengths)
-            for req in _edits(ds, draw, content, idioms, f, int(n))
+            for req in _edits(ds, draw, content, idioms, f, int(n), outs)
         ]
         order = np.random.default_rng(draw.seed).permutation(len(reqs)) if ds.shuffle else None
         ordered = [reqs[int(i)] for i in order] if order is not None else reqs
         return tuple(ordered[i % len(ordered)] for i in range(draw.count))
 
 
-def _lengths(ds: CodeEditDataset, rng: np.random.Generator) -> np.ndarray:
-    # From the seed alone, as every dataset's shapes: each tier sends files of the same sizes.
-    low = max(1, int(ds.file_len * (1 - ds.range_ratio)))
-    high = max(low, int(ds.file_len * (1 + ds.range_ratio)))
-    return rng.integers(low, high + 1, ds.num_files)
+def _output_lengths(ds: CodeEditDataset, seed: int) -> np.ndarray:
+    """One output length per edit request, in the order the requests are written."""
+    rng = np.random.default_rng([seed, 1])
+    return spread(rng, ds.output_len, ds.output_range_ratio, ds.num_files * ds.edits)
 
 
 def _file(
@@ -58,6 +63,7 @@ def _edits(
     idioms: np.ndarray,
     f: int,
     n: int,
+    outs: Iterator[int],
 ) -> list[BenchRequest]:
     # The file is drawn before its edit requests: the content stream's order fixes each prompt.
     file = _file(ds, content, idioms, n)
@@ -65,5 +71,5 @@ def _edits(
     for _ in range(ds.edits):
         ids = np.concatenate([file, token_ids(content, ds.request_len, ds.vocab_size)])
         key = f"file-{draw.round}-{f}"
-        out.append(BenchRequest(render(ids, draw.as_ids), len(ids), ds.output_len, key, n))
+        out.append(BenchRequest(render(ids, draw.as_ids), len(ids), next(outs), key, n))
     return out

@@ -7,7 +7,7 @@ from typing import ClassVar
 import numpy as np
 
 from objectives.datasets._base import Dataset, Draw
-from objectives.datasets._synthetic import render, token_ids
+from objectives.datasets._synthetic import render, spread, token_ids
 from objectives.records import BenchRequest
 from objectives.workload import RandomDataset
 
@@ -19,8 +19,8 @@ class RandomTokens(Dataset[RandomDataset]):
 
     def requests(self, ds: RandomDataset, draw: Draw) -> tuple[BenchRequest, ...]:
         shapes = np.random.default_rng(draw.seed)
-        ins = _spread(shapes, ds.input_len, ds.range_ratio, draw.count)
-        outs = _spread(shapes, ds.output_len, ds.range_ratio, draw.count)
+        ins = spread(shapes, ds.input_len, ds.range_ratio, draw.count)
+        outs = spread(shapes, ds.output_len, ds.range_ratio, draw.count)
         content = np.random.default_rng([draw.seed, draw.round])
         prefix = token_ids(content, ds.prefix_len, ds.vocab_size)
         key = f"random-{draw.round}" if ds.prefix_len else None
@@ -30,10 +30,3 @@ class RandomTokens(Dataset[RandomDataset]):
             prompt = render(ids, draw.as_ids)
             out.append(BenchRequest(prompt, len(ids), int(n_out), key, ds.prefix_len))
         return tuple(out)
-
-
-def _spread(rng: np.random.Generator, length: int, ratio: float, count: int) -> np.ndarray:
-    # As vllm bench serve: uniform integers in [len*(1-r), len*(1+r)], never below 1.
-    low = max(1, int(length * (1 - ratio)))
-    high = max(low, int(length * (1 + ratio)))
-    return rng.integers(low, high + 1, size=count)

@@ -228,3 +228,17 @@ def test_code_edit_shares_each_file_and_repeats_its_idioms() -> None:
         }
     )
     assert recurring_share(build_requests(random)[0].prompt) < 0.01
+
+
+def test_code_edit_output_lengths_spread_by_their_own_ratio_and_move_nothing_else() -> None:
+    base = {"kind": "code_edit", "num_files": 5, "file_len": 3000, "range_ratio": 0.2}
+    base |= {"edits": 3, "output_len": 100}
+    exact = build_requests(spec(base, num_prompts=15))
+    spread = build_requests(spec({**base, "output_range_ratio": 0.5}, num_prompts=15))
+    assert {r.output_len for r in exact} == {100}
+    outs = [r.output_len for r in spread]
+    assert all(50 <= n <= 150 for n in outs) and len(set(outs)) > 5
+    # The same files and edits in the same order: only the answers' lengths differ.
+    assert [r.prompt for r in spread] == [r.prompt for r in exact]
+    again = build_requests(spec({**base, "output_range_ratio": 0.5}, num_prompts=15), round=2)
+    assert [r.output_len for r in again] == outs  # every tier sends the same shapes
