@@ -13,7 +13,8 @@ Readings, each a combination of:
   ``--disable-shuffle``);
 - outputs: ``per-request`` (each send its own length) or ``per-prompt`` (the bench decodes
   greedily by default, so a prompt's three sends give the same answer);
-- cap: 1500 tokens, or 256 (``--custom-output-len``'s default).
+- cap: 1500 tokens, 500 (most answers run to it: the reading ``bench/sim_fidelity.py``
+  scores), or 256 (``--custom-output-len``'s default).
 Every reading has two short answers (2-7 tokens): without one no config's P99 nears 2271 ms.
 
     python -m bench.scenario2_readings [--draws N] [--seed N]
@@ -28,15 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.fidelity_report import P99_TOLERANCE, TOLERANCE
 from bench.sim_fidelity import BATCHING, measure, workload_2
 from objectives.records import BenchRequest
 
 ORDERS = ("in-a-row", "rounds", "shuffled")
 OUTPUTS = ("per-request", "per-prompt")
-CAPS = (1500, 256)
+CAPS = (1500, 500, 256)
 PUBLISHED_P99 = {"medium": 518.0, "large": 2271.0}
 PUBLISHED_MEDIAN = {"small": 80.1, "medium": 63.7, "large": 48.0}
-TOLERANCE = 0.15
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ def readings() -> list[Reading]:
     return [Reading(*r) for r in itertools.product(ORDERS, OUTPUTS, CAPS)]
 
 
-def near(sim: float, published: float) -> bool:
-    return abs(sim / published - 1) <= TOLERANCE
+def near(sim: float, published: float, tolerance: float = TOLERANCE) -> bool:
+    return abs(sim / published - 1) <= tolerance
 
 
 def draw_outcome(reading: Reading, draw: int, seed: int) -> dict[str, bool]:
@@ -65,13 +66,13 @@ def draw_outcome(reading: Reading, draw: int, seed: int) -> dict[str, bool]:
     c4 = {c: measure(c, work, 4, seed)["median_tpot_ms"] for c in BATCHING}
     p99 = {c: m["p99_tpot_ms"] for c, m in c20.items()}
     medians = all(near(c20[c]["median_tpot_ms"], v) for c, v in PUBLISHED_MEDIAN.items())
-    figures = medians and all(near(p99[c], v) for c, v in PUBLISHED_P99.items())
+    figures = medians and all(near(p99[c], v, P99_TOLERANCE) for c, v in PUBLISHED_P99.items())
     return {
         "c20 small best P99": min(p99, key=p99.__getitem__) == "small",
         "c4 large best median": min(c4, key=c4.__getitem__) == "large",
-        "large P99 within 15%": near(p99["large"], PUBLISHED_P99["large"]),
-        "medium P99 within 15%": near(p99["medium"], PUBLISHED_P99["medium"]),
-        "all five figures within 15%": figures,
+        "large P99 within 25%": near(p99["large"], PUBLISHED_P99["large"], P99_TOLERANCE),
+        "medium P99 within 25%": near(p99["medium"], PUBLISHED_P99["medium"], P99_TOLERANCE),
+        "all five figures": figures,
     }
 
 

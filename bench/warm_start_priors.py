@@ -39,8 +39,8 @@ def _kernels_reversed(p: dict[str, Any]) -> None:
     _swap(p["moe_backends"], "triton", "flashinfer_cutlass", ("gemm_eff", "half_rows", "bw_eff"))
     _swap(p["moe_backends"], "triton", "flashinfer_cutlass", ("layer_us",))
     _swap(p["moe_backends"], "deep_gemm", "cutlass", ("gemm_eff", "half_rows", "bw_eff"))
-    attn = ("prefill_eff", "decode_eff", "decode_half_seqs", "mixed_batch_ms")
-    _swap(p["attention_backends"], "FLASH_ATTN", "FLASHINFER", attn)
+    attn = p["attention_backends"]  # every factor of the two, their mixed-batch handling too
+    attn["FLASH_ATTN"], attn["FLASHINFER"] = attn["FLASHINFER"], attn["FLASH_ATTN"]
 
 
 def _swap(table: dict[str, dict[str, Any]], a: str, b: str, keys: Sequence[str]) -> None:

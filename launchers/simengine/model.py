@@ -15,37 +15,31 @@ devices under expert parallel), plus fixed costs:
   Triton kernel below that; experts split N/TP ways (no expert parallel) run less efficiently;
   each backend has a fixed per-layer cost (routing, permutation, launches) and, for some, a
   token count above which it crashes (a known bug the profile names).
-- attention: prefill does ``4 x heads x head_dim`` FLOPs per query-key pair (causal chunks
-  attend to everything before them) at the backend's fraction of 16-bit peak; decode reads
-  every sequence's KV cache (``kv bytes/token x context``) at the backend's fraction of HBM
-  bandwidth, which split-KV occupancy lowers when few sequences are decoding
-  (``decode_half_seqs``): the reason a single 150K-token decode is backend sensitive.
+- attention: a prefill chunk does ``4 x heads x head_dim`` FLOPs per query-key pair (causal
+  chunks attend to everything before them: the cost grows with the context, the linear layers'
+  with the tokens) at the backend's fraction of 16-bit peak; decode reads every sequence's KV
+  cache (``kv bytes/token x context``) at the backend's fraction of HBM bandwidth, which
+  split-KV occupancy lowers when few sequences are decoding (``decode_half_seqs``): the reason
+  a single 150K-token decode is backend sensitive. A step holding both costs both: a big chunk
+  holds every decode in its step for as long as the chunk takes, a small one barely. A backend
+  that serves a mixed batch with one varlen kernel (FLASH_ATTN) computes each decoding
+  sequence as a query tile of ``varlen_decode_rows`` rows per head against its whole context,
+  without split-KV (``varlen_decode_eff``); FlashInfer runs decode rows in its decode kernel.
 - collectives: per layer one attention all-reduce and the MoE dispatch + combine, each a
   latency plus a ring transfer of ``M x hidden x 2`` bytes; Ascend's HCCL AIV shortens the
   latency, FlashComm1 the bytes, fused MC2 overlaps the MoE exchange with its GEMMs.
 - fixed costs: non-GEMM kernels per layer; graph replay of a decode-only step (kernels outside
-  the graphs the cudagraph mode captures pay a launch each, ``eager_attn_us`` and
-  ``eager_rest_us`` per layer); the cost of a
-  step holding prefill (``mixed_step_ms``, reached from 4096 prefill tokens: attention runs
-  outside the piecewise graphs) and, when that step also holds decode rows, the attention
-  backend's ``mixed_batch_ms`` (fitted, see the profile's ``fitted`` list: it is what makes
-  many small chunks slower than few big ones under load, scenario 1b's S2 -> S3 and scenario
-  2's median TPOT, and FLASH_ATTN's one varlen kernel for a mixed batch slower than
-  FlashInfer's split into its prefill and decode kernels, scenario 1b's S0); a request
-  prefilling alone pays only ``mixed_step_ms`` per chunk, so its TTFT hardly depends on the
-  chunk size or the backend (the write-up's 150K-token TTFT is about the same in S0..S3);
-  with ``mixed_decode_eff`` a
-  backend that serves decode rows of a mixed batch with its prefill kernel reads their KV
-  slower; host op dispatch on Ascend (what
-  ``TASK_QUEUE_ENABLE`` pipelines; the step takes ``max(device, host)``); CPU scheduling,
-  hidden behind the device step by async scheduling (``max`` instead of sum).
+  the captured graphs pay a launch each, ``eager_attn_us`` and ``eager_rest_us`` per layer;
+  uncompiled, every batched token pays the unfused ops, ``eager_token_us`` per layer); a step
+  holding prefill runs attention outside the full decode graph (``mixed_step_ms``, whatever
+  the chunk's size); Ascend's host op dispatch (``TASK_QUEUE_ENABLE``; the step takes ``max(
+  device, host)``); CPU scheduling, hidden by async scheduling (``max`` instead of sum).
 - speculative decoding: each decoding sequence carries 1 + k query rows (verification) and
   drafting costs ``draft_ms_per_token x k`` on the device (eagle3, mtp) or the CPU (ngram,
   suffix).
 
 Datasheet figures and model shapes come from the profile; each efficiency and fixed cost there
-names its source (a datasheet bound, a kernel benchmark, the write-up) or is listed in the
-profile's ``fitted`` section with the figures it moves (``bench/sim_fidelity.py`` prints it).
+names its source or is in the profile's ``fitted`` section with the figures it moves.
 """
 
 from __future__ import annotations
@@ -59,8 +53,6 @@ from launchers.simengine.profile import MoeBackend, Profile
 # DeepGEMM's grouped GEMM needs at least this many rows per expert (its M alignment).
 DEEP_GEMM_MIN_ROWS = 128
 TP_SHARD_MOE_EFF = 0.8  # MoE GEMM efficiency with tensor-parallel-sharded experts
-# Prefill tokens from which a step pays the whole mixed-step cost (smaller chunks pay a share).
-MIXED_FULL_TOKENS = 4096
 # Drafters that propose continuations found in the request's own context (and, for suffix
 # decoding, earlier outputs): vLLM's n-gram prompt lookup and Arctic Inference's suffix trees.
 PROMPT_LOOKUP = frozenset({"ngram", "suffix"})
@@ -136,8 +128,8 @@ class StepModel:
         sampled = n_dec * self.q_rows + w.n_pf
         device: float | np.ndarray = self._dense(rows, sampled) + self._moe(rows)
         device = device + self._comm(rows)
-        device = device + self._attn_decode(n_dec, ctx_dec, w.n_pf > 0) + self._attn_prefill(w)
-        device = device + self._fixed(rows, w.pf_tokens, n_dec) + self._device_draft(n_dec)
+        device = device + self._attention(n_dec, ctx_dec, w)
+        device = device + self._fixed(rows, w.pf_tokens) + self._device_draft(n_dec)
         device = np.maximum(device, self._host_launch())
         cpu = self._cpu(n_dec + w.n_pf)
         total = np.maximum(device, cpu) + 2e-4 if self.k.async_scheduling else device + cpu
@@ -177,18 +169,39 @@ class StepModel:
             return self.fallback
         return self.moe
 
-    def _attn_decode(
-        self, n_dec: int, ctx_dec: float | np.ndarray, mixed: bool = False
+    def _attention(
+        self, n_dec: int, ctx_dec: float | np.ndarray, w: StepWork
     ) -> float | np.ndarray:
+        """The prefill chunks' attention plus the decode rows', which a backend running one
+        varlen kernel for a mixed batch serves with its prefill kernel."""
+        if w.pf_tokens and self.attn.varlen_decode_rows:
+            return self._varlen_decode(n_dec, ctx_dec) + self._attn_prefill(w)
+        return self._attn_decode(n_dec, ctx_dec) + self._attn_prefill(w)
+
+    def _attn_decode(self, n_dec: int, ctx_dec: float | np.ndarray) -> float | np.ndarray:
         if n_dec == 0:
             return 0.0
         a = self.attn
         eff = a.decode_eff * n_dec / (n_dec + a.decode_half_seqs)
-        if mixed:
-            eff *= a.mixed_decode_eff
         verify = 1 + 0.05 * self.k.spec_tokens  # extra query rows reuse the KV they read
-        read = ctx_dec * self.k.kv_bytes_per_token / self.kv_shards
-        return read * verify / (self.bw * eff)
+        return self._kv_read(ctx_dec) * verify / (self.bw * eff)
+
+    def _kv_read(self, ctx: float | np.ndarray) -> float | np.ndarray:
+        return ctx * self.k.kv_bytes_per_token / self.kv_shards
+
+    def _varlen_decode(self, n_dec: int, ctx_dec: float | np.ndarray) -> float | np.ndarray:
+        """Decode rows inside a varlen prefill kernel: each sequence's query (1 + k tokens)
+        fills a query tile of ``varlen_decode_rows`` rows per head, computed against its whole
+        context, and no split-KV pass spreads its KV over the device: one tile streams the
+        whole context (``varlen_decode_eff`` of 16-bit peak)."""
+        if n_dec == 0:
+            return 0.0
+        m, a = self.p.model, self.attn
+        heads = m.q_heads / self.devices
+        flops = 4 * a.varlen_decode_rows * m.head_dim * heads * ctx_dec * m.layers
+        compute = flops / (self.peak16 * a.varlen_decode_eff)
+        read = self._kv_read(ctx_dec) / (self.bw * a.decode_eff)
+        return np.maximum(compute, read)
 
     def _attn_prefill(self, w: StepWork) -> float:
         if w.pf_tokens == 0:
@@ -214,15 +227,14 @@ class StepModel:
         mc2 = self.k.fused_mc2
         return mc2 == 1 or (mc2 == 2 and rows <= 512)
 
-    def _fixed(self, rows: int, pf_tokens: int, n_dec: int) -> float:
+    def _fixed(self, rows: int, pf_tokens: int) -> float:
         o, m = self.p.overheads, self.p.model
         fused = self.p.ascend.fused_ops_factor if self.k.fused_mc2 else 1.0
         layer = m.layers * o.layer_us * 1e-6 * fused
         elementwise = m.layers * rows * m.hidden * 2 * 12 / self.devices / self.bw
-        # Only a batch that mixes decode rows with prefill pays the backend's mixed-batch
-        # cost: one request prefilling alone does not, whatever its chunk size.
-        mixed = o.mixed_step_ms + (self.attn.mixed_batch_ms if n_dec else 0.0)
-        launch = o.decode_graph_ms + mixed * min(1.0, pf_tokens / MIXED_FULL_TOKENS)
+        # A step holding prefill runs outside the full decode graph: its launch cost does not
+        # depend on how many tokens the chunk holds.
+        launch = o.decode_graph_ms + (o.mixed_step_ms if pf_tokens else 0.0)
         return layer + elementwise + launch * 1e-3 + self._eager(rows, pf_tokens)
 
     def _eager(self, rows: int, pf_tokens: int) -> float:
@@ -237,13 +249,15 @@ class StepModel:
         """Per layer, us: FULL_AND_PIECEWISE replays a full graph for decode-only steps up to
         the largest captured size and piecewise graphs (attention eager) for the rest;
         PIECEWISE leaves attention eager in every step; FULL_DECODE_ONLY runs mixed steps
-        fully eager; NONE runs everything eager (vLLM's CUDA graphs design notes). A mixed
-        step's piecewise cost is in ``mixed_step_ms``."""
+        fully eager; NONE runs everything eager (vLLM's CUDA graphs design notes) and, with
+        nothing compiled, each op the compiler fuses reads and writes the step's activations on
+        its own: a cost per batched token, so a step holding a long prompt pays the most. A
+        mixed step's piecewise cost is in ``mixed_step_ms``."""
         o = self.p.overheads
         full_graph = pf_tokens == 0 and rows <= capture
         attn = 0.0 if pf_tokens else o.eager_attn_us
         if mode == "NONE":
-            return o.eager_attn_us + o.eager_rest_us
+            return o.eager_attn_us + o.eager_rest_us + o.eager_token_us * rows
         if mode == "PIECEWISE" or (mode == "FULL_AND_PIECEWISE" and not full_graph):
             return attn
         return 0.0 if full_graph else o.eager_rest_us + attn  # FULL_DECODE_ONLY, FULL

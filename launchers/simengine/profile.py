@@ -87,16 +87,20 @@ class AttentionBackend(_Strict):
         description="Decode sequences at which KV reads reach half of decode_eff (split-KV "
         "occupancy: few long sequences leave compute units idle)"
     )
-    mixed_decode_eff: float = Field(
-        1.0,
-        description="Factor on decode KV-read efficiency in steps that also hold prefill: a "
-        "backend running one varlen kernel for the whole batch serves decode rows without "
-        "its split-KV decode path",
-    )
-    mixed_batch_ms: float = Field(
+    varlen_decode_rows: float = Field(
         0.0,
-        description="Extra cost of a step whose batch mixes decode rows with prefill tokens "
-        "(the whole of it from 4096 prefill tokens), ms",
+        ge=0.0,
+        description="In a step that also holds prefill, the query rows per head one decoding "
+        "sequence costs in the backend's one varlen kernel for the whole batch (its query "
+        "tile, computed against the sequence's whole context without split-KV); 0: the "
+        "backend serves decode rows with its decode kernel in every step",
+    )
+    varlen_decode_eff: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="Fraction of 16-bit peak those decode tiles reach (one tile streams a "
+        "whole context through the paged KV cache)",
     )
 
 
@@ -126,7 +130,10 @@ class Overheads(_Strict):
 
     layer_us: float = Field(description="Non-GEMM kernels per layer per step (norms, rope, router)")
     decode_graph_ms: float = Field(description="Launch cost of a decode-only step (graph replay)")
-    mixed_step_ms: float = Field(description="Extra launch cost of a step holding prefill tokens")
+    mixed_step_ms: float = Field(
+        description="Launch cost of a step holding prefill tokens, whatever their number (it "
+        "runs attention outside the full decode graph), ms"
+    )
     sched_ms: float = Field(description="CPU scheduling + input prep per step, ms")
     sched_us_per_seq: float = Field(description="CPU cost per scheduled sequence, us")
     host_launch_ms: float = Field(0.0, description="Host op-dispatch cost per step (Ascend eager)")
@@ -135,6 +142,12 @@ class Overheads(_Strict):
     )
     eager_rest_us: float = Field(
         0.0, description="Per layer: launching the other kernels outside a graph, us"
+    )
+    eager_token_us: float = Field(
+        0.0,
+        ge=0.0,
+        description="Per layer and batched token, without compilation: the ops a compiled "
+        "graph fuses, each reading and writing the step's activations on its own, us",
     )
     dense_half_rows: float = Field(description="Batch rows at which dense GEMMs reach half peak")
     dense_eff: float = Field(description="Dense GEMM fraction of 8-bit peak (default kernels)")
@@ -208,7 +221,7 @@ class Profile(_Strict):
     fitted: dict[str, str] = Field(
         default_factory=dict,
         description="Factors set only to make a published figure match, by dotted path "
-        "(attention_backends.FLASH_ATTN.mixed_batch_ms), each with the figures it moves; every "
+        "(attention_backends.FLASH_ATTN.varlen_decode_eff), each with the figures it moves; every "
         "other factor names its source in the YAML",
     )
 

@@ -1,12 +1,15 @@
 """The backend effects come from the mechanisms the sources name, not only from matching figures.
 
 Each test removes nothing itself: it fails when the mechanism it names is taken out of the
-profile or the model (equal prefill rates, a mixed-batch cost charged per chunk, FlashInfer's
-MoE kernels no faster than the default ones, DeepGEMM MoE winning over the FlashInfer env).
+profile or the model (equal prefill rates, attention that does not grow with the context, a
+cost per mixed step that a small chunk pays as a big one does, FLASH_ATTN's decode tiles in a
+mixed batch, FlashInfer's MoE kernels no faster than the default ones, DeepGEMM MoE winning
+over the FlashInfer env), or when a stall stops coming out of the scheduler.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import yaml
 
@@ -106,3 +109,54 @@ def test_a_fitted_entry_must_name_a_factor_of_the_profile() -> None:
     data["fitted"]["overheads.no_such_cost"] = "nothing"
     with pytest.raises(ValueError, match="no_such_cost"):
         Profile(name="h200x4", **data)
+
+
+def chunk(tokens: int, context: int = 0) -> dict[str, float]:
+    """A prefill chunk of ``tokens`` after ``context`` tokens already computed."""
+    pairs = tokens * context + tokens * (tokens + 1) / 2
+    return dict(n_pf=1, pf_tokens=tokens, pf_pairs=pairs, pf_ctx=context + tokens)
+
+
+def test_a_big_chunk_stalls_its_decodes_as_long_as_it_takes_a_small_one_barely() -> None:
+    decodes = dict(n_dec=20, ctx_dec=20 * 50_000)
+    alone = step(FI_ATTN, {}, StepWork(**decodes))
+    small = step(FI_ATTN, {}, StepWork(**decodes, **chunk(512, 20_000)))
+    assert small < 2 * alone  # a 512-token chunk holds the decodes a few ms
+    big = StepWork(**chunk(65_536, 20_000))
+    for args in (FI_ATTN, H200):  # either backend: as long as the chunk takes by itself
+        mixed = step(args, {}, StepWork(**decodes, **chunk(65_536, 20_000)))
+        held = mixed - step(args, {}, StepWork(**decodes))
+        assert step(args, {}, big) * 0.9 < held < step(args, {}, big) * 1.5
+        assert mixed > 20 * alone
+
+
+def test_prefill_grows_with_the_context_it_attends_to_and_with_its_tokens() -> None:
+    short, long = (step(FI_ATTN, {}, StepWork(**chunk(8192, ctx))) for ctx in (0, 100_000))
+    assert long > 3 * short  # attention over 100K more tokens of context
+    assert step(FI_ATTN, {}, StepWork(**chunk(16_384))) > 1.8 * short  # twice the tokens
+
+
+def test_flash_attn_pays_for_mixed_batches_with_its_decodes_context() -> None:
+    def extra(ctx: int) -> float:
+        work = StepWork(n_dec=20, ctx_dec=20 * ctx, **chunk(8192, 20_000))
+        return step(H200, {}, work) - step(FI_ATTN, {}, work)
+
+    # One varlen kernel computes each decode as a 128-row query tile against its context.
+    assert extra(50_000) > 5 * extra(2_000) > 0
+
+
+def test_a_stall_comes_out_of_scheduling_when_a_long_prompt_joins_a_decode() -> None:
+    def longest_gap(cap: str) -> float:
+        e = engine(
+            [*FI_ATTN, "--max-num-batched-tokens", "65536"]
+            + (["--long-prefill-token-threshold", cap] if cap else []),
+            {},
+        )
+        # One request decodes while a 60K-token prompt arrives after its first tokens.
+        decoding, joining = BenchRequest("", 2_000, 400), BenchRequest("", 60_000, 4)
+        first, _ = e.run([decoding, joining], 2)
+        return float(np.max(np.diff(first.chunk_times)))
+
+    whole, capped = longest_gap(""), longest_gap("512")
+    assert whole > 1.0  # the whole 60K prompt in one step: its decode waits seconds
+    assert capped < whole / 20  # 512-token chunks: it waits a little, many times
