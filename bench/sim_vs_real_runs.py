@@ -34,6 +34,10 @@ CALIBRATION: list[tuple[str, str, dict[str, Any]]] = [
     ("eager", "short", {"execution": "eager"}),
     ("defaults", "long", {}),
     ("ngram2", "short", {"num_speculative_tokens": 2}),
+    # Eager at a second prompt length (its cost grows with the tokens a step holds), and a
+    # prompt chunked beside decodes (256-token steps of 1024-token prompts, at c4).
+    ("eager", "long", {"execution": "eager"}),
+    ("budget256", "long", {"max_num_batched_tokens": 256}),
 ]
 HELD_OUT: list[tuple[str, dict[str, Any]]] = [
     ("defaults", {}),

@@ -3,6 +3,7 @@ real engines it measures run only when the bench is run)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,10 @@ import pytest
 import yaml
 
 from bench import profile_fit as fit
+from bench import sim_vs_real as svr
 from bench import sim_vs_real_runs as runs
 from bench import sim_vs_real_table as table
+from tuner.errors import TunerError
 from tuner.space import load_space
 
 
@@ -76,3 +79,32 @@ def test_writing_the_profile_changes_only_the_fitted_values_and_keeps_comments(
     assert yaml.safe_load(written) == fit.set_factors(yaml.safe_load(original), values)
     comments = [line.split("#", 1)[1] for line in original.splitlines() if "#" in line]
     assert [line.split("#", 1)[1] for line in written.splitlines() if "#" in line] == comments
+
+
+def test_the_fit_leaves_out_calibration_configs_a_sitting_lacks(tmp_path: Path) -> None:
+    pred = fit.Predictor(load_space(runs.SPACE), base_profile(), tmp_path)
+    figures = pred.run(pred.start(), "long", {})
+    calls = pred.calls
+    best = fit.fit(pred, {"calibration": {"defaults/long": figures}}, evals=3)
+    assert len(best) == len(pred.paths)
+    evaluations = pred.calls - calls
+    assert 0 < evaluations <= len(pred.paths) + 6  # one simulated config per evaluation, not six
+
+
+def test_offline_fits_and_judges_on_the_stored_sittings_without_a_real_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_engine(*args: object) -> None:
+        raise AssertionError("offline measured a real engine")
+
+    monkeypatch.setattr(svr, "measure_all", no_engine)
+    sittings = sorted((runs.ROOT / "bench" / "sim_vs_real_sittings").glob("*.json"))
+    argv = ["--offline", "--evals", "1", "--out", str(tmp_path), "--measured", *map(str, sittings)]
+    assert svr.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "fitted factors (from the calibration configs only, 3 sittings)" in out
+    assert "overheads.eager_token_us" in out and "CPU_ATTN.varlen_decode_rows" in out
+    held = json.loads((tmp_path / "held_out.json").read_text())
+    assert {r["config"] for r in held["rows"]} == {label for label, _ in runs.HELD_OUT}
+    with pytest.raises(TunerError, match="--offline needs the sittings"):
+        svr.main(["--offline", "--out", str(tmp_path)])

@@ -3,7 +3,7 @@
 Its start-up lines are checked against the real engine's (tests/fixtures), its KV cache against
 what the real one sizes from VLLM_CPU_KVCACHE_SPACE, and its knob effects against the mechanism
 each stands for: a fixed cost per step plus a cost per sequence, prefill time growing with the
-prompt, eager execution paying per layer, -O0 compiling nothing.
+prompt, eager execution paying per layer and per batched token, -O0 compiling nothing.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_single_request_ttft_grows_with_the_prompt() -> None:
     assert 2.0 < long / short < 5.0  # compute per token, plus a fixed step cost
 
 
-def test_eager_pays_per_layer_and_o0_is_eager() -> None:
+def test_eager_pays_per_layer_and_per_token_and_o0_is_eager() -> None:
     work = StepWork(n_dec=4, ctx_dec=800)
     compiled = engine().model.step_s(work)
     eager = engine(["--enforce-eager"]).model.step_s(work)
@@ -87,6 +87,13 @@ def test_eager_pays_per_layer_and_o0_is_eager() -> None:
     assert eager > compiled
     assert o0 == pytest.approx(eager)
     assert engine(["--optimization-level", "1"]).model.step_s(work) == pytest.approx(compiled)
+
+    def extra(prompt: int) -> float:  # what eager adds to a step prefilling one prompt
+        w = StepWork(n_dec=4, ctx_dec=800, n_pf=1, pf_tokens=prompt, pf_pairs=prompt**2 / 2)
+        return engine(["--enforce-eager"]).model.step_s(w) - engine().model.step_s(w)
+
+    # Unfused ops over the step's activations: a longer prompt, a larger cost, not a flat one.
+    assert extra(1024) > 2 * extra(192) > 0
 
 
 # A prompt with no recurring n-gram: a prompt-lookup drafter finds nothing in it to propose.
