@@ -25,6 +25,7 @@ from typing import Any
 from launchers._base import Launcher, Leftover
 from tuner.errors import InfraError
 from tuner.owner import gone, owner_alive
+from tuner.stop_signals import guard, stopping
 
 MANAGED = "tune.managed"
 OWNER = "tune.owner"
@@ -44,6 +45,7 @@ def stop_on_exit(launcher: Launcher) -> None:
         return
     _installed = True
     atexit.register(_stop_all)
+    guard()  # a stop dropped inside a finalizer is sent again, so the engine is still stopped
     # Only the main thread may set handlers; keep a handler someone else chose.
     main = threading.current_thread() is threading.main_thread()
     if main and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
@@ -74,7 +76,7 @@ def shielded() -> Iterator[None]:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
+    raise stopping(signum, SystemExit(128 + signum))
 
 
 def _stop_all() -> None:
@@ -85,7 +87,9 @@ def _stop_all() -> None:
 
 
 def docker_client() -> Any:
-    """A docker SDK client, or an ``InfraError`` when the daemon cannot be reached."""
+    """A docker SDK client, or an ``InfraError`` when the daemon cannot be reached.
+
+    Every caller looks it up here (``_cleanup.docker_client()``), so a test swaps one name."""
     import docker
     from docker.errors import DockerException
 

@@ -10,14 +10,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from tuner.stop_signals import guard, stopping
+
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM stops a run like Ctrl-C does: engines stopped, trials marked, results kept."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise stopping(signum, KeyboardInterrupt(f"signal {signum}"))
 
+    guard()  # Ctrl-C and SIGTERM dropped inside a finalizer are sent again
     try:
         previous = signal.signal(signal.SIGTERM, handler)
     except ValueError:  # not the main thread: leave signals to the caller
@@ -51,7 +54,7 @@ def deadline_alarm(deadline: float | None) -> Iterator[None]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise TimeUp("--timeout passed")
+        raise stopping(signum, TimeUp("--timeout passed"))
 
     previous = signal.signal(signal.SIGALRM, handler)
     signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline - time.monotonic()))
