@@ -5,10 +5,15 @@ engine program that will run, before any trial, so a misspelt or removed flag is
 instead of N refused trials. The facts come from the engine itself:
 
 - ``vllm --version``: the last line is the version (``0.32.0+cpu``);
-- ``vllm serve --help=all``: every option string its argument parser accepts;
+- ``vllm serve --help=all``: every option string its argument parser accepts, and the values
+  of those that list their choices (``--kv-cache-dtype {auto,fp8,...}``);
 - ``vllm.envs.environment_variables`` imported by the program's own Python (its shebang): the
   variables it reads, the same list it checks when it warns "Unknown vLLM environment
-  variable detected".
+  variable detected", and the attention backends it knows (``AttentionBackendEnum``: the
+  parser takes ``--attention-backend`` as a plain string and refuses a wrong one only at start).
+
+A program inside an image is asked the same three questions in one container
+(``PROBE_SCRIPT``, ``parse_probe``); see ``launchers/_docker_facts.py``.
 
 Reading them costs about 15 s (three imports of vLLM), so they are cached per program path and
 modification time under ``$TUNE_CACHE_DIR`` (default ``~/.cache/tune``).
@@ -26,13 +31,14 @@ import json
 import os
 import re
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.errors import TunerError
 
 TIMEOUT_S = 180.0  # importing vLLM on two busy cores takes 5-10 s; a hung import must not hang us
 _OPTION = re.compile(r"^\s{2}(-{1,2}[\w.-]+)(.*)$")
+_CHOICES = re.compile(r"^\s\{([^{}\s]+)\}")
 _ALIAS = re.compile(r",\s*(-{1,2}[\w.-]+)")
 _VERSION = re.compile(r"\d+(?:\.\d+)*")
 
@@ -43,9 +49,36 @@ FLAG_RELEASES: dict[str, tuple[Version, Version | None]] = {
     "--attention-backend": ((0, 11, 1), None),
     "--moe-backend": ((0, 17), None),
 }
-_ENV_SCRIPT = (
-    "import json, vllm.envs as e; print('TUNE-ENV ' + json.dumps(sorted(e.environment_variables)))"
-)
+# Where the release keeps its attention backends' names: 0.11.1 onwards, then before.
+_BACKEND_MODULES = ("vllm.v1.attention.backends.registry", "vllm.attention.backends.registry")
+_ENV_SCRIPT = f"""
+import importlib, json, vllm.envs as e
+print('TUNE-ENV ' + json.dumps(sorted(e.environment_variables)))
+for name in {_BACKEND_MODULES!r}:
+    try:
+        names = [b.name for b in importlib.import_module(name).AttentionBackendEnum]
+    except Exception:
+        continue
+    print('TUNE-BACKENDS ' + json.dumps(sorted(names)))
+    break
+"""
+# One container asks all three (sh; $1 is the vllm program): each answer after its marker.
+PROBE_SCRIPT = """
+prog=$(command -v "$1") || { echo "no program $1 on the image's PATH" >&2; exit 127; }
+echo TUNE-VERSION; "$prog" --version || exit $?
+echo TUNE-HELP; "$prog" serve --help=all || exit $?
+py=$(head -n 1 "$prog" | sed 's/^#! *//; s/ .*//')
+case "$py" in */python*) echo TUNE-PY; "$py" -c "$2" || true;; esac
+"""
+ATTENTION_FLAG = "--attention-backend"
+
+
+class FactsUnavailable(TunerError):
+    """The engine program cannot say what it takes here; ``fatal``: nor could a trial start."""
+
+    def __init__(self, reason: str, fatal: bool = False) -> None:
+        super().__init__(reason)
+        self.fatal = fatal
 
 
 @dataclass(frozen=True)
@@ -56,6 +89,13 @@ class EngineFacts:
     version: str
     flags: frozenset[str]
     env: frozenset[str] | None  # None: the program's Python could not be found
+    # The values a flag takes where the parser lists them (``--kv-cache-dtype``: its dtypes).
+    choices: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def takes(self, flag: str, value: str) -> bool:
+        """Whether ``flag`` takes ``value`` (a flag with no listed choices takes any)."""
+        allowed = self.choices.get(flag)
+        return allowed is None or value in allowed
 
     def knows_flag(self, word: str) -> bool:
         """``--x`` / ``--x=v`` / ``--x.key`` / ``-O3`` forms of an accepted option."""
@@ -89,16 +129,58 @@ def release_facts(program: str, version: str, flags: frozenset[str]) -> EngineFa
 
 def read_facts(program: Path) -> EngineFacts:
     """The facts of ``program`` (a ``vllm`` executable), from the cache when still current."""
-    cache = _cache_file(program)
-    if cache.is_file():
-        data = json.loads(cache.read_text())
-        env = None if data["env"] is None else frozenset(data["env"])
-        return EngineFacts(data["program"], data["version"], frozenset(data["flags"]), env)
-    facts = EngineFacts(str(program), _version(program), _flags(program), _env(program))
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    env_list = None if facts.env is None else sorted(facts.env)
-    cache.write_text(json.dumps({**asdict(facts), "flags": sorted(facts.flags), "env": env_list}))
+    cache = cache_file(_program_key(program))
+    if (facts := load_cached(cache)) is not None:
+        return facts
+    help_text = _run([str(program), "serve", "--help=all"])
+    env, backends = _env(program)
+    facts = make_facts(str(program), _version(_run([str(program), "--version"])), help_text, env)
+    facts = with_backends(facts, backends)
+    store_cached(cache, facts)
     return facts
+
+
+def make_facts(
+    program: str, version: str, help_text: str, env: frozenset[str] | None
+) -> EngineFacts:
+    """The facts of a program from its answers; a help text without vLLM's flags is refused."""
+    flags = parse_help(help_text)
+    if "--max-num-seqs" not in flags:
+        raise TunerError(f"{program} serve --help=all lists no --max-num-seqs: not a vLLM")
+    return EngineFacts(program, version, flags, env, parse_choices(help_text))
+
+
+def with_backends(facts: EngineFacts, backends: frozenset[str] | None) -> EngineFacts:
+    if backends is None or ATTENTION_FLAG not in facts.flags:
+        return facts
+    choices = {**facts.choices, ATTENTION_FLAG: backends}
+    return EngineFacts(facts.program, facts.version, facts.flags, facts.env, choices)
+
+
+def parse_probe(program: str, stdout: str) -> EngineFacts:
+    """The facts in ``PROBE_SCRIPT``'s output: version, help text, then the Python's lines."""
+    rest = stdout.partition("TUNE-VERSION\n")[2]
+    version_text, _, rest = rest.partition("TUNE-HELP\n")
+    help_text, _, py_text = rest.partition("TUNE-PY\n")
+    env, backends = _python_answers(py_text)
+    return with_backends(make_facts(program, _version(version_text), help_text, env), backends)
+
+
+def load_cached(cache: Path) -> EngineFacts | None:
+    if not cache.is_file():
+        return None
+    data = json.loads(cache.read_text())
+    env = None if data["env"] is None else frozenset(data["env"])
+    choices = {k: frozenset(v) for k, v in data.get("choices", {}).items()}
+    return EngineFacts(data["program"], data["version"], frozenset(data["flags"]), env, choices)
+
+
+def store_cached(cache: Path, facts: EngineFacts) -> None:
+    env = None if facts.env is None else sorted(facts.env)
+    choices = {k: sorted(v) for k, v in facts.choices.items()}
+    data = {"program": facts.program, "version": facts.version, "flags": sorted(facts.flags)}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({**data, "env": env, "choices": choices}))
 
 
 def parse_help(text: str) -> frozenset[str]:
@@ -113,26 +195,42 @@ def parse_help(text: str) -> frozenset[str]:
     return frozenset(flags)
 
 
-def _version(program: Path) -> str:
-    lines = _run([str(program), "--version"]).strip().splitlines()
+def parse_choices(text: str) -> dict[str, frozenset[str]]:
+    """``{flag: values}`` for every option whose help line lists ``{a,b,c}`` after it."""
+    out: dict[str, frozenset[str]] = {}
+    for line in text.splitlines():
+        match = _OPTION.match(line)
+        if match is None or (listed := _CHOICES.match(match.group(2))) is None:
+            continue
+        out[match.group(1)] = frozenset(listed.group(1).split(","))
+    return out
+
+
+def _version(text: str) -> str:
+    lines = text.strip().splitlines()
     return lines[-1].strip() if lines else ""
 
 
-def _flags(program: Path) -> frozenset[str]:
-    flags = parse_help(_run([str(program), "serve", "--help=all"]))
-    if "--max-num-seqs" not in flags:
-        raise TunerError(f"{program} serve --help=all lists no --max-num-seqs: not a vLLM")
-    return flags
-
-
-def _env(program: Path) -> frozenset[str] | None:
+def _env(program: Path) -> tuple[frozenset[str] | None, frozenset[str] | None]:
     python = _interpreter(program)
     if python is None:
-        return None
-    for line in _run([python, "-c", _ENV_SCRIPT]).splitlines():
-        if line.startswith("TUNE-ENV "):
-            return frozenset(json.loads(line[len("TUNE-ENV ") :]))
-    return None
+        return None, None
+    return _python_answers(_run([python, "-c", _ENV_SCRIPT]))
+
+
+def _python_answers(text: str) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+    """The env variables and attention backends ``_ENV_SCRIPT`` printed (None: not said)."""
+    found: dict[str, frozenset[str]] = {}
+    for line in text.splitlines():
+        tag, _, body = line.partition(" ")
+        if tag in ("TUNE-ENV", "TUNE-BACKENDS"):
+            found[tag] = frozenset(json.loads(body))
+    return found.get("TUNE-ENV"), found.get("TUNE-BACKENDS")
+
+
+def env_script() -> str:
+    """The Python ``PROBE_SCRIPT`` runs with the program's interpreter."""
+    return _ENV_SCRIPT
 
 
 def _interpreter(program: Path) -> str | None:
@@ -156,8 +254,12 @@ def _run(argv: list[str]) -> str:
     return done.stdout
 
 
-def _cache_file(program: Path) -> Path:
+def _program_key(program: Path) -> str:
     stat = program.stat()
-    key = f"{program.resolve()}|{stat.st_mtime_ns}|{stat.st_size}"
+    return f"{program.resolve()}|{stat.st_mtime_ns}|{stat.st_size}"
+
+
+def cache_file(key: str) -> Path:
+    """Where the facts of ``key`` (a program file's identity, or an image digest) are kept."""
     root = Path(os.environ.get("TUNE_CACHE_DIR") or Path.home() / ".cache" / "tune")
     return root / "engine-facts" / (hashlib.sha256(key.encode()).hexdigest()[:20] + ".json")

@@ -19,20 +19,24 @@ import sys
 import time
 from typing import Any, ClassVar
 
-from launchers import register
+from launchers import _cleanup, register
 from launchers._base import DeployCommand, Deployment, LauncherSettings, Leftover, Report
 from launchers._cleanup import (
     DEVICES,
+    MANAGED,
     clear_dead_runs,
-    docker_client,
     remove_leftovers,
     shielded,
 )
 from launchers._docker_devices import busy_holders
+from launchers._docker_facts import image_facts
 from launchers._docker_run import docker_run
 from launchers._docker_spec import DockerSettings, container_spec
 from launchers._engine import HttpEngineLauncher, LogStream
+from launchers._gpu_check import check_gpus
+from launchers._npu_check import check_npus
 from launchers._startup import ExitInfo
+from launchers._vllm_facts import EngineFacts
 from objectives.answer import fetch_sync
 from tuner.engine import EngineConfig
 from tuner.errors import InfraError, TunerError
@@ -61,18 +65,35 @@ class DockerLauncher(HttpEngineLauncher):
 
     @classmethod
     def remove_leftovers(cls, study: str | None, force: bool = False) -> list[Leftover]:
-        return remove_leftovers(docker_client(), study=study, force=force)
+        return remove_leftovers(_cleanup.docker_client(), study=study, force=force)
 
     @classmethod
     def deploy_command(cls, settings: LauncherSettings, deployment: Deployment) -> DeployCommand:
         assert isinstance(settings, DockerSettings)
         return docker_run(settings, deployment)
 
+    @classmethod
+    def check_devices(cls, settings: LauncherSettings) -> list[str]:
+        assert isinstance(settings, DockerSettings)
+        if not settings.gpus and not settings.npus:
+            return []
+        ours = frozenset(c.id for c in _cleanup.docker_client().containers.list(
+            all=True, filters={"label": [MANAGED]}
+        ))  # fmt: skip
+        if settings.npus:
+            return check_npus(list(settings.npus), ours)
+        return check_gpus(list(settings.gpus), ours)
+
+    @classmethod
+    def engine_facts(cls, settings: LauncherSettings, prefix: list[str]) -> EngineFacts:
+        assert isinstance(settings, DockerSettings)
+        return image_facts(settings, prefix)
+
     def _holds_engine(self) -> bool:
         return self._container is not None
 
     def _prepare(self, config: EngineConfig) -> None:
-        self._client = client = docker_client()
+        self._client = client = _cleanup.docker_client()
         self._require_image(client)
         self._spec = container_spec(self.settings, config)
         self._wait_devices_free(client, self._spec["labels"][DEVICES])

@@ -1,19 +1,23 @@
-"""Before any trial: does the installed engine know the version, flags and env the space names?
+"""Before any trial: does the engine know the version, flags, values and env the space names?
 
 A space written for one vLLM release and run against another would refuse or ignore knobs in
-every trial. Where the engine program is on this machine (a ``process`` target, or a
-``docker`` target whose command is a mounted venv's ``vllm``), ``check_engine`` asks it
-(``launchers.engine_facts``) and refuses, with one line naming the space's YAML path:
+every trial. ``check_engine`` asks the program that will run: a ``process`` target's on this
+machine (``launchers.engine_facts``), a ``docker`` target's inside its image, in a container
+without devices (``Launcher.engine_facts``). It refuses, with one line naming the YAML path:
 
 - a pinned ``engine.version`` other than the one ``vllm --version`` prints;
 - a flag, in the base args or in any value of a parameter, that ``vllm serve --help=all``
-  does not list (with the closest flag it does);
+  does not list exactly (with the closest flag it does; argparse would take an abbreviation
+  such as ``--max-num-seq``, which a recipe would then carry);
+- a value of a flag outside the choices the parser lists for it (or the attention backends
+  the release knows);
 - a sampled env variable named ``VLLM_*`` that the engine does not read (it would only warn).
 
 A base env variable the engine does not read is the same for every trial: a warning, once.
-Where the program runs only inside an image that is not here, or the command is not the
-``vllm`` program itself (``python -m ...``, a wrapper, the simulated engine), the check is skipped
-with a note, and the static version tables of ``tuner.space.knobs`` are what guards the space.
+An image that cannot answer without its devices is a warning saying why and what was not
+checked. Where the command is not the ``vllm`` program itself (``python -m ...``, a wrapper,
+the simulated engine), the check is skipped with a note, and the static version tables of
+``tuner.space.knobs`` are what guards the space.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from launchers import EngineFacts, engine_facts, parse_version, plugin_env, requested_flags
+from launchers import (
+    EngineFacts,
+    FactsUnavailable,
+    engine_facts,
+    launcher_class,
+    parse_version,
+    plugin_env,
+    requested_flags,
+)
 from tuner.errors import SpaceError
 from tuner.space.knobs import knob_form
 from tuner.space.params import Scalar
@@ -41,15 +53,40 @@ def check_engine(space: Space, path: Path | str, cwd: Path | None = None) -> lis
     word = space.engine.argv_prefix()[0]
     if Path(word).name != "vllm":  # python -m ..., a wrapper script, the simulated engine
         return [f"engine check skipped: {word!r} is not the vllm program"]
-    program = engine_program(space, cwd)
-    if program is None:
-        if space.target.kind == "process":
-            raise SpaceError(f"{path}: engine.command: program {word!r} is not found here")
-        return ["engine check skipped: the vLLM program runs inside the image, not here"]
-    facts = engine_facts(program)
+    try:
+        facts = _ask(space, cwd)
+    except FactsUnavailable as err:
+        if err.fatal:
+            raise SpaceError(f"{path}: engine.command: {err}") from None
+        return [f"engine check not done: {err}; {NOT_CHECKED}"]
     _check_version(space, facts, path)
     _check_flags(space, facts, path)
+    _check_choices(space, facts, path)
     return _check_env(space, facts, path)
+
+
+def check_devices(space: Space) -> list[str]:
+    """The target's devices, before the first launch (``Launcher.check_devices``)."""
+    cls = launcher_class(space.target.kind)
+    return cls.check_devices(cls.settings_model.model_validate(space.target.settings()))
+
+
+NOT_CHECKED = "not checked: the pinned version, flags, flag values and env variables"
+
+
+def _ask(space: Space, cwd: Path | None) -> EngineFacts:
+    """The facts of the program that will run: inside the image, or here."""
+    if space.target.kind == "docker":
+        cls = launcher_class("docker")
+        settings = cls.settings_model.model_validate(space.target.settings())
+        facts = cls.engine_facts(settings, list(space.engine.argv_prefix()[:1]))
+        assert facts is not None  # the docker kind always has a program to ask
+        return facts
+    program = engine_program(space, cwd)
+    if program is None:
+        word = space.engine.argv_prefix()[0]
+        raise FactsUnavailable(f"program {word!r} is not found here", fatal=True)
+    return engine_facts(program)
 
 
 def engine_program(space: Space, cwd: Path | None = None) -> Path | None:
@@ -87,6 +124,41 @@ def _check_flags(space: Space, facts: EngineFacts, path: Path | str) -> None:
             f"{path}: {where}: vllm {facts.version} has no flag {flag} "
             f"(checked against `vllm serve --help=all`){hint}"
         )
+
+
+def _check_choices(space: Space, facts: EngineFacts, path: Path | str) -> None:
+    for where, flag, value in used_values(space):
+        if facts.takes(flag, value):
+            continue
+        allowed = sorted(facts.choices[flag])
+        close = difflib.get_close_matches(value, allowed, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f" (it takes {', '.join(allowed)})"
+        raise SpaceError(
+            f"{path}: {where}: vllm {facts.version} does not take {flag} {value}{hint}"
+        )
+
+
+def used_values(space: Space) -> Iterator[tuple[str, str, str]]:
+    """(YAML path, flag, value) for every ``--flag value`` the baseline or one value renders."""
+    base = set(_pairs(render_engine_config(space.model_copy(update={"parameters": {}}), {}).args))
+    for flag, value in sorted(base):
+        yield f"base.args.{flag.lstrip('-')}", flag, value
+    for name, choice in _one_value_changes(space):
+        alone = space.model_copy(update={"parameters": {name: space.parameters[name]}})
+        for flag, value in sorted(
+            set(_pairs(render_engine_config(alone, {name: choice}).args)) - base
+        ):
+            yield f"parameters.{name}", flag, value
+
+
+def _pairs(args: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    for i, word in enumerate(args):
+        if not word.startswith("--"):
+            continue
+        if "=" in word:
+            yield tuple(word.split("=", 1))  # type: ignore[misc]
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            yield word, args[i + 1]
 
 
 def used_flags(space: Space) -> Iterator[tuple[str, str]]:

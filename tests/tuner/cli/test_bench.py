@@ -39,9 +39,9 @@ def bench_args(url: str, out: Path, model: str = "paced", *extra: str) -> list[s
         "1,4",
         "--num-prompts",
         "8",
-        "--input-len",
+        "--random-input-len",
         "16",
-        "--output-len",
+        "--random-output-len",
         "5",
         "--json",
         str(out),
@@ -107,9 +107,9 @@ def test_failed_requests_exit_one_and_are_in_the_json(
     [
         (["--concurrency", "1,x"], "--concurrency must be comma-separated integers"),
         (["--concurrency", "4,4"], "unique"),
-        (["--dataset", "sharegpt"], "--dataset sharegpt needs --dataset-path"),
         (["--dataset", "zipf"], "is not one of random, sharegpt"),
-        (["--output-len", "0"], "dataset.random.output_len"),
+        (["--random-output-len", "0"], "--random-output-len: Input should be greater than 0"),
+        (["--sharegpt-output-len", "5"], "--sharegpt-output-len applies to --dataset sharegpt"),
     ],
 )
 def test_usage_errors_are_one_line(
@@ -122,18 +122,20 @@ def test_usage_errors_are_one_line(
     assert not (tmp_path / "x.json").exists()
 
 
+def test_a_sharegpt_run_without_its_file_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "--url", "http://127.0.0.1:9", "--model", "m", "--dataset", "sharegpt"]
+    assert main(args) == 2
+    assert capsys.readouterr().err == "error: --dataset sharegpt needs --sharegpt-path\n"
+
+
 def test_flags_to_workload() -> None:
     opts = {
         "dataset": "prefix_repetition",
-        "input_len": 100,
+        "input_len": 100,  # vllm's generic name: the prefix here
+        "prefix_repetition_num_prefixes": 3,
+        "prefix_repetition_repeats": 2,
+        "prefix_repetition_suffix_len": 4,
         "output_len": 8,
-        "range_ratio": 0.0,
-        "prefix_len": 0,
-        "dataset_path": None,
-        "fixed_output_len": None,
-        "num_prefixes": 3,
-        "repeats": 2,
-        "suffix_len": 4,
         "num_prompts": None,
         "warmup": 0,
         "concurrency": "2",
@@ -146,7 +148,11 @@ def test_flags_to_workload() -> None:
     spec = bench_workload(opts)
     assert isinstance(spec.dataset, PrefixRepetitionDataset)
     assert spec.num_prompts == 6 and spec.dataset.prefix_len == 100
+    assert spec.dataset.suffix_len == 4 and spec.dataset.output_len == 8
     assert not spec.steady_state and bench_workload({**opts, "steady_state": True}).steady_state
+    assert spec.dataset.output_range_ratio == 0.0
+    spread = bench_workload({**opts, "output_range_ratio": 0.5}).dataset
+    assert isinstance(spread, PrefixRepetitionDataset) and spread.output_range_ratio == 0.5
     assert parse_tiers("1, 8,32,") == [1, 8, 32]
     with pytest.raises(TunerError):
         parse_tiers("a")
@@ -207,11 +213,11 @@ def test_bench_against_the_simulated_engine_http_server(sim_http: str, tmp_path:
             "1,4",
             "--num-prompts",
             "4",
-            "--input-len",
+            "--random-input-len",
             "2000",
-            "--output-len",
+            "--random-output-len",
             "8",
-            "--prefix-len",
+            "--random-prefix-len",
             "1024",
             "--json",
             str(out),
@@ -257,7 +263,7 @@ def test_random_ids_stay_inside_the_vocabulary_the_server_lists(
     model = tiny_model(tmp_path / "model")
     out = tmp_path / "bench.json"
     with vllm_like_server("--vocab", "961", "--root", str(model), "--errors", errors) as url:
-        main(bench_args(url, out, "tiny", "--input-len", "256"))
+        main(bench_args(url, out, "tiny", "--random-input-len", "256"))
         seen = httpx.get(url + "/seen").json()["max_seen"]
     doc = json.loads(out.read_text())
     assert doc["workload"]["dataset"]["vocab_size"] == 958

@@ -8,19 +8,26 @@ from typing import Any
 
 import pytest
 
-from launchers import EngineFacts
-from launchers._vllm_facts import parse_help
+import launchers
+from launchers import EngineFacts, FactsUnavailable
+from launchers._vllm_facts import parse_choices, parse_help, parse_probe, with_backends
 from tests.tuner.space.conftest import MINIMAL
-from tuner.errors import SpaceError
+from tuner.errors import SpaceError, TunerError
 from tuner.run import preflight
 from tuner.space import load_space
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "vllm-0.32.0-cpu"
-REAL = EngineFacts(
-    program="/venv/bin/vllm",
-    version="0.32.0+cpu",
-    flags=parse_help((FIXTURES / "serve_help_all.txt").read_text()),
-    env=frozenset(json.loads((FIXTURES / "envs.json").read_text())),
+HELP = (FIXTURES / "serve_help_all.txt").read_text()
+BACKENDS = frozenset({"CPU_ATTN", "FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"})
+REAL = with_backends(
+    EngineFacts(
+        program="/venv/bin/vllm",
+        version="0.32.0+cpu",
+        flags=parse_help(HELP),
+        env=frozenset(json.loads((FIXTURES / "envs.json").read_text())),
+        choices=parse_choices(HELP),
+    ),
+    BACKENDS,
 )
 
 
@@ -108,3 +115,89 @@ def test_a_command_that_is_not_the_vllm_program_is_not_asked(tmp_path: Path) -> 
     assert preflight.check_engine(load_space(path), path) == [
         "engine check skipped: 'python' is not the vllm program"
     ]
+
+
+def test_the_real_help_text_lists_the_choices_of_a_flag() -> None:
+    assert {"auto", "fp8", "bfloat16"} <= REAL.choices["--kv-cache-dtype"]
+    assert "--max-num-seqs" not in REAL.choices  # a number: any value is the parser's to judge
+    assert REAL.takes("--max-num-seqs", "7") and not REAL.takes("--kv-cache-dtype", "fp9")
+
+
+def test_a_value_outside_the_parsers_choices_is_one_error_with_the_closest(check) -> None:
+    dtype = {"flag": "--kv-cache-dtype", "type": "categorical", "choices": ["auto", "fp9"],
+             "default": "auto"}  # fmt: skip
+    with pytest.raises(SpaceError, match=r"parameters\.kv: .*does not take --kv-cache-dtype fp9; "
+                       r"did you mean fp8\?"):  # fmt: skip
+        check(parameters={"kv": dtype})
+    with pytest.raises(SpaceError, match=r"base\.args\.kv-cache-dtype: .* fp9"):
+        check(base={"args": {"kv-cache-dtype": "fp9"}})
+
+
+def test_an_attention_backend_the_release_does_not_know_is_refused(check) -> None:
+    attn = {"flag": "--attention-backend", "type": "categorical",
+            "choices": ["CPU_ATTN", "FLASHINFR"], "default": "CPU_ATTN"}  # fmt: skip
+    with pytest.raises(SpaceError, match=r"parameters\.attn: .*--attention-backend FLASHINFR; "
+                       r"did you mean FLASHINFER\?"):  # fmt: skip
+        check(parameters={"attn": attn})
+
+
+def test_the_probe_output_of_an_image_reads_as_the_programs_facts() -> None:
+    env = json.loads((FIXTURES / "envs.json").read_text())
+    backends = json.dumps(sorted(BACKENDS))
+    out = (f"TUNE-VERSION\nINFO noise\n0.32.0+cpu\nTUNE-HELP\n{HELP}\nTUNE-PY\n"
+           f"TUNE-ENV {json.dumps(env)}\nTUNE-BACKENDS {backends}\n")  # fmt: skip
+    facts = parse_probe("img: vllm", out)
+    assert facts == EngineFacts("img: vllm", "0.32.0+cpu", REAL.flags, REAL.env, REAL.choices)
+    with pytest.raises(TunerError, match="not a vLLM"):
+        parse_probe("img: vllm", "TUNE-VERSION\n1\nTUNE-HELP\n  --foo\n")
+
+
+def docker_space(tmp_path: Path) -> Path:
+    space = json.loads(json.dumps(MINIMAL))
+    space["engine"] = {"name": "vllm", "version": "0.32.0", "model": "m",
+                       "command": ["vllm", "serve", "{model}"]}  # fmt: skip
+    space["target"] = {"kind": "docker", "image": "engine:1"}
+    path = tmp_path / "space.yaml"
+    path.write_text(json.dumps(space))
+    return path
+
+
+def test_a_docker_target_is_checked_against_its_images_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[tuple[str, list[str]]] = []
+
+    def facts(settings: Any, prefix: list[str]) -> EngineFacts:
+        asked.append((settings.image, prefix))
+        return REAL
+
+    monkeypatch.setattr(launchers.launcher_class("docker"), "engine_facts", facts)
+    path = docker_space(tmp_path)
+    assert preflight.check_engine(load_space(path), path) == []
+    assert asked == [("engine:1", ["vllm"])]  # the image's program, not one found here
+
+
+def test_an_image_that_cannot_answer_says_why_and_what_was_not_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(settings: Any, prefix: list[str]) -> EngineFacts:
+        raise FactsUnavailable("without devices, vllm in engine:1 exited with code 1: no NPU")
+
+    monkeypatch.setattr(launchers.launcher_class("docker"), "engine_facts", refuse)
+    path = docker_space(tmp_path)
+    assert preflight.check_engine(load_space(path), path) == [
+        "engine check not done: without devices, vllm in engine:1 exited with code 1: no NPU; "
+        "not checked: the pinned version, flags, flag values and env variables"
+    ]
+
+
+def test_an_image_not_on_this_host_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing(settings: Any, prefix: list[str]) -> EngineFacts:
+        raise FactsUnavailable("docker image 'engine:1' is not on this host", fatal=True)
+
+    monkeypatch.setattr(launchers.launcher_class("docker"), "engine_facts", missing)
+    path = docker_space(tmp_path)
+    with pytest.raises(SpaceError, match=r"engine\.command: docker image 'engine:1' is not on"):
+        preflight.check_engine(load_space(path), path)
