@@ -1,0 +1,188 @@
+"""A pick keeps only the knobs whose effect at its tier is beyond the noise."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from objectives.objective import get_objective
+from tuner.run.confirm import reversions
+from tuner.score.eligible import Policy
+from tuner.score.pooling import configs
+from tuner.score.recommend import recommend
+from tuner.score.revert import Defaults, knob_effects
+from tuner.space.schema import Space
+
+P99 = get_objective("p99_tpot")
+DIST = {
+    "chunk": CategoricalDistribution([8192, 32768, 131072]),
+    "noop": CategoricalDistribution(["1", "0"]),
+    "seats": CategoricalDistribution([16, 256, 1024]),
+}
+DEFAULTS = Defaults({"chunk": 8192, "noop": "1", "seats": 1024}, frozenset({"seats"}))
+POLICY = Policy(defaults=DEFAULTS)
+CHUNK = {8192: 30.0, 32768: 24.0, 131072: 20.0}  # the only knob that acts
+
+
+def trial(params: dict[str, Any], value: float, **attrs: Any) -> FrozenTrial:
+    attrs.setdefault("tiers", {"1": {"p99_tpot_ms": value}})
+    return optuna.trial.create_trial(
+        params=params,
+        distributions={k: DIST[k] for k in params},
+        values=[value],
+        user_attrs={"feasible": True, **attrs},
+        state=TrialState.COMPLETE,
+    )
+
+
+def study() -> list[FrozenTrial]:
+    """Every combination measured once with a little noise, the baseline twice; ``noop`` and
+    ``seats`` (all seat caps at or above the tier's one user) change nothing."""
+    out, wobble = [], itertools.cycle([1.0, 1.01, 0.99, 1.005])
+    base = {"chunk": 8192, "noop": "1", "seats": 1024}
+    out.append(trial(base, 30.0, baseline=True))
+    out.append(trial(base, 31.0, confirm_of=0))  # about 2% run-to-run noise
+    for chunk, noop, seats in itertools.product(CHUNK, ["1", "0"], [16, 256, 1024]):
+        params = {"chunk": chunk, "noop": noop, "seats": seats}
+        if params != base:
+            out.append(trial(params, CHUNK[chunk] * next(wobble)))
+    numbered = []
+    for n, t in enumerate(out):
+        t.number = n
+        numbered.append(t)
+    return numbered
+
+
+def test_only_the_knob_that_acts_has_an_effect_beyond_the_noise() -> None:
+    groups = list(configs(study()).values())
+    pick = {"chunk": 131072, "noop": "0", "seats": 256}
+    effects = knob_effects(groups, pick, P99, 1, DEFAULTS, 0.01)
+    assert effects["chunk"].beyond_noise and effects["chunk"].change < -0.2
+    assert not effects["noop"].beyond_noise
+    assert "seats" not in effects  # 256 seats at one user act as the default 1024
+
+
+def test_a_knob_that_does_nothing_is_left_at_its_default() -> None:
+    trials = study()
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.params == {"chunk": 131072, "noop": "1", "seats": 1024}
+    assert set(rec.effects) == {"chunk"} and rec.effects["chunk"]["beyond_noise"]
+    (without,) = recommend(trials, P99, [1], Policy())  # the rule removed: noise picks knobs
+    assert without.params != rec.params
+
+
+def test_the_pick_is_launched_again_with_its_idle_knobs_at_their_defaults() -> None:
+    space = Space.model_validate(_space())
+    trials = [t for t in study() if t.params.get("noop") == "0" or t.number < 2]
+    ((_, tier, params),) = reversions(trials, P99, space, POLICY)
+    assert tier == 1 and params == {"chunk": 131072, "noop": "1", "seats": 1024}
+
+
+def _space() -> dict[str, Any]:
+    def cat(choices: list[Any], default: Any, flag: str) -> dict[str, Any]:
+        return {"type": "categorical", "choices": choices, "default": default, "flag": flag}
+
+    return {
+        "engine": {"name": "vllm", "version": "0.17.1", "model": "org/model"},
+        "target": {"kind": "sim", "profile": "h200x4"},
+        "parameters": {
+            "chunk": cat([8192, 32768, 131072], 8192, "--max-num-batched-tokens"),
+            "noop": cat(["1", "0"], "1", "--noop"),
+            "seats": cat([16, 256, 1024], 1024, "--max-num-seqs"),
+        },
+        "workload": {
+            "dataset": {"kind": "random", "input_len": 8, "output_len": 8},
+            "num_prompts": 2,
+            "tiers": [1],
+        },
+    }
+
+
+def test_a_knob_measured_to_hurt_is_not_kept() -> None:
+    """noop=0 makes every config 10% slower: beyond the noise, but the wrong way."""
+    wobble = itertools.cycle([1.0, 1.01, 0.99, 1.005])
+    base = {"chunk": 8192, "noop": "1", "seats": 1024}
+    out = [trial(base, 30.0, baseline=True), trial(base, 31.0, confirm_of=0)]
+    for chunk, noop, seats in itertools.product(CHUNK, ["1", "0"], [16, 256, 1024]):
+        p = {"chunk": chunk, "noop": noop, "seats": seats}
+        if p != base:
+            out.append(trial(p, CHUNK[chunk] * (1.10 if noop == "0" else 1.0) * next(wobble)))
+    for n, t in enumerate(out):
+        t.number = n
+    pick = {"chunk": 131072, "noop": "0", "seats": 1024}
+    effects = knob_effects(list(configs(out).values()), pick, P99, 1, DEFAULTS, 0.01)
+    assert effects["noop"].change > 0.05  # measured: it slows every config
+    assert not effects["noop"].beyond_noise
+    assert effects["chunk"].beyond_noise
+
+
+def test_defaults_within_the_noise_of_the_best_are_the_pick_and_its_line_says_why() -> None:
+    base, best = {"chunk": 8192, "noop": "1", "seats": 1024}, {"chunk": 131072, "noop": "1"}
+    trials = [
+        trial(base, 30.0, baseline=True),
+        trial(base, 39.0, confirm_of=0),  # a tier this noisy: one launch tells little
+        trial({**best, "seats": 1024}, 26.0),
+        trial({**best, "seats": 1024}, 34.0, confirm_of=2),
+    ]
+    for n, t in enumerate(trials):
+        t.number = n
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.trial == 0
+    assert "gives up" not in rec.choice, rec.choice
+    assert rec.choice.startswith(
+        "c1: trial 0 keeps the engine's defaults: the best measured, trial 2 (1 changed), was "
+        "13.0% better on p99_tpot, within the noise ("
+    ), rec.choice
+
+
+def test_a_leader_is_reverted_at_each_tier_whose_idle_knobs_differ() -> None:
+    """noop=0 helps at c20 only: at c1 both noop and seats are idle, at c20 seats alone."""
+    leader = {"chunk": 131072, "noop": "0", "seats": 16}
+    trials = []
+    for chunk, noop, seats in itertools.product(CHUNK, ["1", "0"], [16, 256, 1024]):
+        p = {"chunk": chunk, "noop": noop, "seats": seats}
+        if chunk == 131072 and seats == 1024:
+            continue  # the reversions to come: not sampled, so they are launched
+        lead = 0.99 if p == leader else 1.0  # the one leader at both tiers
+        c1, c20 = CHUNK[chunk] * lead, CHUNK[chunk] * 5 * (0.9 if noop == "0" else 1.0) * lead
+        tiers = {"1": {"p99_tpot_ms": c1}, "20": {"p99_tpot_ms": c20}}
+        base = p == {"chunk": 8192, "noop": "1", "seats": 1024}
+        trials.append(trial(p, c1, tiers=tiers, baseline=base))
+    for n, t in enumerate(trials):
+        t.number = n
+    base_n = next(t.number for t in trials if t.user_attrs.get("baseline"))
+    again_0 = trial(dict(trials[base_n].params), 30.6, confirm_of=base_n, tiers=_both(30.6, 153))
+    again_0.number = len(trials)
+    trials.append(again_0)
+    space = Space.model_validate(
+        {**_space(), "workload": {**_space()["workload"], "tiers": [1, 20]}}
+    )
+    got = {tier: params for _, tier, params in reversions(trials, P99, space, POLICY)}
+    assert got[1] == {**leader, "noop": "1", "seats": 1024}
+    assert got[20] == {**leader, "seats": 1024}  # noop acts at c20: it stays
+    root = next(t.number for t in trials if t.params == leader)
+    done_at_1 = trial(got[1], 20.0, revert_of=root, revert_at=1, tiers=_both(20.0, 100.0))
+    done_at_1.number = len(trials)  # launched for c1 only
+    again = reversions([*trials, done_at_1], P99, space, POLICY)
+    assert [(r, c) for r, c, _ in again] == [(root, 20)]
+    older = trial(got[1], 20.0, revert_of=root, tiers=_both(20.0, 100.0))  # no tier recorded
+    older.number = len(trials)
+    assert reversions([*trials, older], P99, space, POLICY) == []
+
+
+def _both(c1: float, c20: float) -> dict[str, dict[str, float]]:
+    return {"1": {"p99_tpot_ms": c1}, "20": {"p99_tpot_ms": c20}}
+
+
+def test_a_seat_cap_is_idle_only_where_the_default_is_too() -> None:
+    """16 seats at 8 users acts like 1024 (no one held), but not like a default of 4, which
+    holds four of the eight: there the cap is a change that acts."""
+    assert DEFAULTS.changed({"seats": 16}, 8) == {}
+    low = Defaults({"seats": 4}, frozenset({"seats"}))
+    assert low.changed({"seats": 16}, 8) == {"seats": 16}
+    assert low.deployed({"seats": 16}, 8) == {"seats": 16}
+    assert low.changed({"seats": 16}, 2) == {} and low.deployed({"seats": 16}, 2) == {"seats": 4}

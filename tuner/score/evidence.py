@@ -1,0 +1,90 @@
+"""How each knob a pick keeps was measured to matter: one note per knob, plain data that every
+export shows as it is (``recipe.yaml``, ``commands.md``, ``recommendations.txt`` / ``.json``,
+``report.html``, ``tune show``).
+
+A knob's note says which measurement keeps it, in this order:
+
+- ``reversion``: its own reversion launch (``tuner.score.narrow``) measured worse than the
+  pick beyond the noise: "reverting it measured +4.1% worse p99_tpot (trial 52 against 34)";
+- ``regression``: the regression's estimate (``tuner.score.revert.knob_effects``) is a gain
+  beyond the noise;
+- ``untested``: it was put back with others and that measured worse, and no launch tried it
+  alone (the budget ran out first, or the space's rules forbid reverting it alone);
+- ``unmeasured``: none of these: no reversion was measured at the tier (confirmations off,
+  the time spent), or none can be judged (no config measured twice at the tier, so its
+  run-to-run noise is unknown); the words say which beside the estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from objectives.objective import Objective
+from tuner.score.narrow import FORBIDDEN, IDLE, KEPT, Walk
+from tuner.score.revert import Defaults, Effect
+
+UNMEASURED = "no reversion measured it apart"
+UNJUDGED = "no reversion judged at this tier: no config measured twice there, its noise unknown"
+
+
+def knob_notes(
+    params: Mapping[str, Any],
+    effects: Mapping[str, Effect],
+    walk: Walk | None,
+    objective: Objective,
+    defaults: Defaults,
+    noise: float | None,
+) -> dict[str, dict[str, Any]]:
+    """Each knob ``params`` changes from the engine's default, with how its effect was measured
+    (``noise``: the tier's run-to-run noise, None where unknown)."""
+    why = UNMEASURED if noise is not None else UNJUDGED
+    return {
+        k: {"value": v, **_note(k, effects.get(k), walk, objective.name, why)}
+        for k, v in defaults.changed(params).items()
+    }
+
+
+def _note(
+    knob: str, e: Effect | None, walk: Walk | None, name: str, unmeasured: str
+) -> dict[str, Any]:
+    step = walk.step(knob) if walk else None
+    if walk is not None and step is not None and step.outcome == KEPT:
+        return _reversion(step.loss, step.trial, walk.pick, name)
+    if e is not None and e.beyond_noise:
+        words = f"{e.change:+.1%} {name} (±{e.error:.1%}, beyond the noise)"
+        return {"measured_by": "regression", "change": e.change, "words": words}
+    if walk is not None and knob in walk.together:
+        return _untested(knob, walk, step is not None and step.outcome == FORBIDDEN, name)
+    return {
+        "measured_by": "unmeasured",
+        "change": None if e is None else e.change,
+        "words": f"{_estimate(e, name)}; {unmeasured}",
+    }
+
+
+def _reversion(loss: float | None, trial: int | None, pick: int, name: str) -> dict[str, Any]:
+    where = f"trial {trial} against trial {pick}"
+    if loss is None or loss <= 0:  # no slower, but no pick: an SLO missed, the tier raced out
+        words = f"without it the config is no pick at this tier ({where})"
+    else:
+        words = f"reverting it measured {loss:+.1%} worse {name} ({where})"
+    return {"measured_by": "reversion", "change": loss, "trial": trial, "words": words}
+
+
+def _untested(knob: str, walk: Walk, forbidden: bool, name: str) -> dict[str, Any]:
+    idle = {s.knob for s in walk.steps if s.outcome == IDLE}
+    others = ", ".join(k for k in walk.together if k != knob and k not in idle)
+    loss, where = walk.group_loss, f"trial {walk.group}"
+    cost = f"measured {loss:+.1%} worse {name}" if loss and loss > 0 else "left no pick"
+    why = "the space's rules forbid reverting it alone" if forbidden else "not measured apart"
+    words = f"kept untested: reverting it together with {others} {cost} ({where}); {why}"
+    return {"measured_by": "untested", "change": None, "trial": walk.group, "words": words}
+
+
+def _estimate(e: Effect | None, name: str) -> str:
+    if e is None:
+        return "cannot act at this tier"
+    if e.error == 0 and e.change == 0:  # no feasible config here went without it
+        return "every feasible config at this tier has it: no estimate apart from the rest"
+    return f"{e.change:+.1%} {name} (±{e.error:.1%}, within the noise)"

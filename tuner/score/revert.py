@@ -1,0 +1,213 @@
+"""Only the knobs that matter: a pick's settings whose effect at its tier is not beyond the noise
+go back to the engine's default.
+
+A person deploys the smallest change from the engine's defaults that gets the gain. A search
+lands on a config with every knob set somewhere, and a knob that rode along (a DeepGEMM switch
+at an importance of 0.03, a seat limit above the tier's users) is a setting nobody measured.
+
+- ``knob_effects`` estimates each changed knob's effect at a tier: a ridge regression of the
+  log of every feasible config's pooled value on indicators of each knob's non-default values
+  (so an effect reads as a relative change), with its standard error. A value that cannot act
+  at the tier counts as the default: a seat limit (``--max-num-seqs``) at or above the tier's
+  concurrency never holds a user.
+- ``reverted`` is the pick with every knob whose effect is within ``VERDICT_Z`` standard errors
+  (or the tier's run-to-run noise, whichever is larger) set back to its default, where the
+  space's rules allow; the confirmation launches measure it (``tuner.run.confirm``).
+- ``simplest`` then chooses, among the pick and the measured configs that are the pick with
+  some knobs at their defaults, the one with the fewest changes whose value is not worse than
+  the pick's beyond the noise (``tuner.score.recommend``).
+
+Where the knobs put back together measure worse beyond the noise, ``tuner.score.narrow`` tries
+them one at a time, and each knob the pick keeps says how its effect was measured
+(``tuner.score.evidence``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from objectives.objective import Objective
+from tuner.score.pooling import Config
+
+VERDICT_Z = 2.0  # as the verdicts: an effect is real beyond two standard errors
+RIDGE = 0.1  # shrinks what few configs say about a knob towards no effect
+SEAT_FLAG = "--max-num-seqs"  # a cap on running requests: no effect at or below it
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Each parameter's engine default, and which parameters cap running requests."""
+
+    values: Mapping[str, Any]
+    seat_caps: frozenset[str] = frozenset()
+
+    def acting(self, name: str, value: Any, tier: int) -> Any:
+        """``value`` as it acts at ``tier``: a seat cap of at least ``tier`` is the default, if
+        the default is one too (a default that holds users back at ``tier`` acts there)."""
+        default = self.values.get(name)
+        if name in self.seat_caps and _at_least(value, tier) and _at_least(default, tier):
+            return default
+        return value
+
+    def changed(self, params: Mapping[str, Any], tier: int | None = None) -> dict[str, Any]:
+        """The knobs of ``params`` that differ from the default (where they act at ``tier``;
+        as written, with no tier)."""
+        return {
+            k: v
+            for k, v in params.items()
+            if k in self.values
+            and _key(v if tier is None else self.acting(k, v, tier)) != _key(self.values[k])
+        }
+
+    def idle(self, params: Mapping[str, Any], tier: int) -> list[str]:
+        """The knobs ``params`` changes that cannot act at ``tier``."""
+        return sorted(set(self.changed(params)) - set(self.changed(params, tier)))
+
+    def deployed(self, params: Mapping[str, Any], tier: int) -> dict[str, Any]:
+        """``params`` as the pick of ``tier`` is deployed: a knob that cannot act there (a seat
+        cap no user of the tier reaches) at its default, as no launch at the tier can measure it
+        and it must not ride along into the recipe."""
+        idle = self.idle(params, tier)
+        return {k: self.values[k] if k in idle else v for k, v in params.items()}
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A knob's estimated effect at a tier: relative change of the objective, and its error."""
+
+    knob: str
+    value: Any
+    change: float  # exp(coefficient) - 1: -0.12 is 12% lower than at the default
+    error: float  # standard error of the coefficient (log scale, about a relative one)
+    beyond_noise: bool
+
+
+def knob_effects(
+    groups: Sequence[Config],
+    pick: Mapping[str, Any],
+    objective: Objective,
+    tier: int,
+    defaults: Defaults,
+    noise: float | None,
+) -> dict[str, Effect]:
+    """The estimated effect of each knob the pick changes, from every feasible config."""
+    rows = _rows(groups, objective, tier)
+    changed = defaults.changed(pick, tier)
+    if not changed:
+        return {}
+    features = sorted(
+        {(k, _key(v)) for params, _ in rows for k, v in defaults.changed(params, tier).items()}
+        | {(k, _key(v)) for k, v in changed.items()}
+    )
+    coef, err = _ridge(rows, features, defaults, tier)
+    floor = noise or 0.0
+    out = {}
+    for k, v in changed.items():
+        i = features.index((k, _key(v)))
+        # Only a gain counts: a knob measured to hurt goes back to its default as surely as
+        # one that does nothing.
+        gain = -coef[i] if objective.direction == "minimize" else coef[i]
+        beyond = gain > VERDICT_Z * max(err[i], floor)
+        out[k] = Effect(k, v, math.expm1(coef[i]), err[i], bool(beyond))
+    return out
+
+
+def reverted(
+    pick: Mapping[str, Any], effects: Mapping[str, Effect], defaults: Defaults
+) -> dict[str, Any]:
+    """``pick`` with every knob whose effect is not beyond the noise (or that cannot act at
+    the tier, so has none in ``effects``) at its default."""
+    kept = {k for k, e in effects.items() if e.beyond_noise}
+    back = {k: defaults.values[k] for k in defaults.changed(pick) if k not in kept}
+    return {**pick, **back}
+
+
+def simplest(
+    best: Config,
+    candidates: Sequence[Config],
+    objective: Objective,
+    tier: int,
+    defaults: Defaults,
+    noise: float | None,
+) -> Config:
+    """The config with the fewest changed knobs among ``best`` and the measured configs that
+    are ``best`` with some knobs back at their defaults and not worse beyond the noise."""
+    keep = defaults.changed(best.root.params)
+    out, fewest = best, len(keep)
+    for c in candidates:
+        changes = defaults.changed(c.root.params)
+        if c is best or not _subset(changes, keep, c.root.params, best.root.params):
+            continue
+        loss = measured_loss(c, best, objective, tier, noise)
+        if loss is not None and not loss[1] and len(changes) < fewest:
+            out, fewest = c, len(changes)
+    return out
+
+
+def measured_loss(
+    c: Config, best: Config, objective: Objective, tier: int, noise: float | None
+) -> tuple[float, bool] | None:
+    """How much worse ``c`` measured than ``best`` at ``tier`` (0.04: 4% worse; negative:
+    better), and whether beyond the noise; None where either has no figure or the noise is
+    unknown."""
+    mine, theirs = best.values(objective, tier), c.values(objective, tier)
+    if not mine or not theirs or noise is None:
+        return None
+    loss = -objective.gain(statistics.fmean(theirs), statistics.fmean(mine))
+    error = noise * math.sqrt(1 / len(mine) + 1 / len(theirs))
+    return loss, loss > VERDICT_Z * error
+
+
+def _subset(changes: Mapping, keep: Mapping, params: Mapping, best: Mapping) -> bool:
+    """Whether a config keeps only some of ``best``'s changes, each at ``best``'s value, and
+    leaves every knob ``best`` did not change as ``best`` has it."""
+    same = all(_key(params.get(k)) == _key(best.get(k)) for k in best if k not in keep)
+    return same and all(k in keep and _key(v) == _key(keep[k]) for k, v in changes.items())
+
+
+def _rows(groups: Sequence[Config], objective: Objective, tier: int) -> list[tuple[dict, float]]:
+    rows = []
+    for c in groups:
+        vals = c.values(objective, tier)
+        if vals and c.feasible_at(tier) and (mean := statistics.fmean(vals)) > 0:
+            rows.append((dict(c.root.params), math.log(mean)))
+    return rows
+
+
+def _ridge(
+    rows: Sequence[tuple[dict, float]], features: list, defaults: Defaults, tier: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients and standard errors of a ridge fit with an unpenalised intercept."""
+    if len(rows) < 2:
+        return np.zeros(len(features)), np.full(len(features), np.inf)
+    x = np.zeros((len(rows), len(features) + 1))
+    x[:, 0] = 1.0
+    for r, (params, _) in enumerate(rows):
+        for k, v in defaults.changed(params, tier).items():
+            x[r, 1 + features.index((k, _key(v)))] = 1.0
+    y = np.array([v for _, v in rows])
+    penalty = RIDGE * np.eye(x.shape[1])
+    penalty[0, 0] = 0.0
+    inv = np.linalg.pinv(x.T @ x + penalty)
+    beta = inv @ x.T @ y
+    dof = max(len(rows) - np.linalg.matrix_rank(x), 1)
+    sigma2 = float(np.sum((y - x @ beta) ** 2)) / dof
+    err = np.sqrt(np.maximum(np.diag(inv @ x.T @ x @ inv) * sigma2, 0.0))
+    return beta[1:], err[1:]
+
+
+def _at_least(value: Any, tier: int) -> bool:
+    try:
+        return float(value) >= tier
+    except (TypeError, ValueError):
+        return False
+
+
+def _key(value: Any) -> str:
+    return repr(value)
