@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from tuner.run.eta import eta_note, launch_seconds, plan_note
+from tuner.run.eta import WALL, Clock, eta_note, launch_seconds, plan_note
 from tuner.run.study import RunOptions, run_study
 
 START = datetime(2026, 1, 1, 8, 0, 0)
@@ -36,6 +36,18 @@ def timed(trial: FrozenTrial, seconds: float | None) -> FrozenTrial:
 def test_the_mean_counts_launches_only() -> None:
     study = study_of(8.0, 12.0, free=3)
     assert launch_seconds(study.get_trials()) == [8.0, 12.0]
+
+
+def test_the_hardware_clock_counts_the_wall_time_a_run_waited() -> None:
+    """Waiting on another run's trial moves a rehearsal's clock; the wall clock is the wall's."""
+    study = optuna.create_study()
+    clock = Clock(hardware=True, study=study)
+    clock.waited(4.5)
+    clock.waited(2.0)
+    assert clock.now() == 6.5
+    before = WALL.now()
+    WALL.waited(3600.0)
+    assert WALL.waited_s == 0.0 and WALL.now() - before < 60
 
 
 def test_eta_and_room_before_the_timeout() -> None:

@@ -1,0 +1,54 @@
+"""Which tiers of a launch may stop early, and what each is raced against.
+
+Each tier races against its current pick (``tuner.score.recommend``: eligible, pooled), read
+back from the study with the per-request values its launch stored; a tier with no pick yet,
+or whose pick stored none, is measured in full. The baseline and confirmation launches are
+never raced: the yardstick and every pick's second launch rest on every request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from optuna.trial import FrozenTrial, TrialState
+
+from objectives.objective import Objective
+from objectives.race import Race, RaceRule, series_of
+from tuner.record.trial import TrialRecord
+from tuner.score.eligible import Policy
+from tuner.score.recommend import recommend
+from tuner.space.schema import Space
+
+
+def race_for(
+    space: Space, objective: Objective, trials: Sequence[FrozenTrial], in_full: bool = False
+) -> Race | None:
+    """The race of the next launch (None: every tier in full, as ``in_full`` asks for the
+    baseline and confirmations)."""
+    study = space.study
+    if not study.race or in_full:
+        return None
+    if series_of(objective.key) is None:
+        return None
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    tiers = list(space.workload.tiers)
+    incumbents: dict[int, list[float | None]] = {}
+    by_number = {t.number: TrialRecord.of(t) for t in done}
+    for rec in recommend(done, objective, tiers, Policy.of(space)):
+        if rec.trial is not None and (values := _stored(by_number, rec.runs, rec.concurrency)):
+            incumbents[rec.concurrency] = values
+    if not incumbents:
+        return None
+    rule = RaceRule(alpha=study.race_alpha, margin=study.race_margin)
+    return Race(objective.key, incumbents, rule)
+
+
+def _stored(
+    by_number: dict[int, TrialRecord], runs: Sequence[int], tier: int
+) -> list[float | None] | None:
+    """The per-request values of the pick's first launch that stored them at ``tier``."""
+    for n in runs:
+        rec = by_number.get(n)
+        if rec is not None and (values := rec.requests.get(str(tier))):
+            return list(values)
+    return None
