@@ -7,8 +7,9 @@ Outside ``launchers/`` only this module is imported (``lint-imports`` keeps it s
   core asks of a kind without launching: leftovers to clear, a deployable command;
 - for the pre-flight check of a space against the installed engine: ``requested_flags`` (the
   flags a launch's arguments request), ``plugin_env`` (an env variable a platform plugin reads
-  that core vLLM would call unknown) and ``engine_facts`` (what an installed vLLM says of
-  itself: version, flags, env);
+  that core vLLM would call unknown), ``engine_facts`` (what an installed vLLM says of
+  itself: version, flags and their choices, env; a kind's ``Launcher.engine_facts`` asks the
+  program where that kind runs it, the docker kind inside its image) and ``FactsUnavailable``;
 - for a space's static checks, where no program is asked: ``FLAG_RELEASES`` (which vLLM
   release first parses a flag; the simulated engine reads it too), ``Version`` and
   ``parse_version``.
@@ -29,7 +30,14 @@ from launchers._base import (
     VirtualEngine,
 )
 from launchers._knobs import plugin_env, requested_flags
-from launchers._vllm_facts import FLAG_RELEASES, EngineFacts, Version, parse_version, read_facts
+from launchers._vllm_facts import (
+    FLAG_RELEASES,
+    EngineFacts,
+    FactsUnavailable,
+    Version,
+    parse_version,
+    read_facts,
+)
 from tuner.errors import SpaceError
 
 LAUNCHERS: dict[str, type[Launcher]] = {}
@@ -68,6 +76,7 @@ __all__ = [
     "Deployment",
     "Endpoint",
     "EngineFacts",
+    "FactsUnavailable",
     "Launcher",
     "LauncherSettings",
     "Leftover",

@@ -25,7 +25,15 @@ What the core asks of a kind without launching (class methods, each a no-op by d
 - ``remove_leftovers(study, force)``: ``tune cleanup``, asked by a person: remove what every
   run that is not alive here left (with ``force``, alive ones' too) and say what was removed;
 - ``deploy_command(settings, deployment)``: the command a person runs to serve a config the
-  way this kind starts it (the docker kind: ``docker run``), as word groups, one per line.
+  way this kind starts it (the docker kind: ``docker run``), as word groups, one per line;
+- ``check_devices(settings)``: before the first launch, the target's devices exist and no
+  process outside tune's runs holds them (the docker kind asks ``nvidia-smi`` / ``npu-smi``);
+  raises with what holds them and the command that frees it, returns notes on what it could
+  not check;
+- ``engine_facts(settings, prefix)``: what the vLLM program ``prefix`` names says of itself
+  where this kind runs it (the docker kind: inside the image, without devices), for the
+  pre-flight; None where this kind has no program of its own to ask. Raises
+  ``FactsUnavailable`` where the program cannot answer (``fatal``: nor could it start).
 
 Raises:
     LaunchError: from ``start`` / ``wait_ready``; its ``kind`` says whether the config
@@ -46,6 +54,7 @@ from pydantic import BaseModel, ConfigDict
 
 # Both types belong to measuring; re-exported so launchers keep naming them as before.
 from launchers._compile_log import compile_cache
+from launchers._vllm_facts import EngineFacts
 from objectives.endpoint import Endpoint, VirtualEngine  # noqa: F401
 from tuner.engine import EngineConfig
 
@@ -139,6 +148,16 @@ class Launcher(ABC):
         cls, settings: LauncherSettings, deployment: Deployment
     ) -> DeployCommand | None:
         """The command that serves ``deployment`` as this kind would (None: it has none)."""
+        return None
+
+    @classmethod
+    def check_devices(cls, settings: LauncherSettings) -> list[str]:
+        """Refuse devices that are missing or held before the first launch (see above)."""
+        return []  # a kind that names no devices has none to check
+
+    @classmethod
+    def engine_facts(cls, settings: LauncherSettings, prefix: list[str]) -> EngineFacts | None:
+        """The engine program's own facts where this kind runs it (see above)."""
         return None
 
     def __enter__(self) -> Launcher:
