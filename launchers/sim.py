@@ -212,6 +212,9 @@ class _WallClock:
     def server_counters(self) -> dict[str, float]:
         return self.engine.server_counters()
 
+    def answer(self, prompt: Sequence[int], max_tokens: int) -> list[int]:
+        return self.engine.answer(prompt, max_tokens)
+
     def gauge_peaks(self) -> dict[str, float]:
         return self.engine.gauge_peaks()
 

@@ -76,6 +76,18 @@ class SimConfig:
     notes: tuple[str, ...]  # warnings vLLM would log at start-up
     version: str  # the release it announces and whose flags it parses
     non_default: dict[str, object] = field(default_factory=dict)  # the flags as parsed
+    kv_cache_dtype: str = "auto"  # --kv-cache-dtype as given
+
+    def answer_settings(self) -> dict[str, str]:
+        """The settings a profile's ``answers`` section may say change greedy answers."""
+        k = self.knobs
+        return {
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "attention": k.attention,
+            "moe": k.moe,
+            "deep_gemm": str(k.deep_gemm_dense).lower(),
+            "spec_method": k.spec_method or "none",
+        }
 
 
 def resolve(
@@ -129,6 +141,7 @@ def resolve(
         notes=tuple(notes),
         version=version,
         non_default=non_default_args(ns),
+        kv_cache_dtype=str(ns.kv_cache_dtype),
     )
 
 

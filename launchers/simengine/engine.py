@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from launchers.simengine.answers import greedy_answer
 from launchers.simengine.config import SimConfig, resolve
 from launchers.simengine.core import EngineCore, EngineDead
 from launchers.simengine.memory import MemoryPlan, plan_memory
@@ -186,6 +187,21 @@ class SimEngine:
         finally:
             self.peaks = runner.peaks
         return [self._record(s, sent) for s, sent in zip(sims, runner.sent, strict=True)]
+
+    def answer(self, prompt: Sequence[int], max_tokens: int) -> list[int]:
+        """A greedy answer (``launchers.simengine.answers``): the same for every launch but
+        where the profile says a lossy setting in force changes it."""
+        return greedy_answer(prompt, max_tokens, self.profile.model.vocab, self.answer_changes())
+
+    def answer_changes(self) -> dict[str, float]:
+        """Each lossy setting in force (``kv_cache_dtype=fp8``) with the share of answers
+        the profile says it changes."""
+        out = {}
+        for name, value in self.cfg.answer_settings().items():
+            change = self.profile.answers.get(name, {}).get(value)
+            if change is not None and change.changed > 0:
+                out[f"{name}={value}"] = change.changed
+        return out
 
     def gauge_peaks(self) -> dict[str, float]:
         """The gauges' largest values during the last ``run``, as a scrape would sample them:

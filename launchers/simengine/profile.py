@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
+# The settings a profile's ``answers`` section may name (``SimConfig.answer_settings``).
+ANSWER_SETTINGS = ("kv_cache_dtype", "attention", "moe", "deep_gemm", "spec_method")
 
 
 class _Strict(BaseModel):
@@ -204,6 +206,21 @@ class Ascend(_Strict):
     )
 
 
+class AnswerChange(_Strict):
+    """How often one setting changes a greedy answer, and on what grounds."""
+
+    changed: float = Field(
+        ge=0.0,
+        le=1.0,
+        description="Share of greedy answers (16 tokens) this setting changes against the "
+        "engine's defaults",
+    )
+    source: str = Field(
+        min_length=1,
+        description="Where the share comes from (a measurement, a paper), or 'assumed: ' and why",
+    )
+
+
 class Profile(_Strict):
     """One simulated deployment: hardware + model + engine release + knob factors."""
 
@@ -218,12 +235,26 @@ class Profile(_Strict):
     moe_backends: dict[str, MoeBackend]
     speculative: dict[str, SpecMethod]
     ascend: Ascend = Ascend()
+    answers: dict[str, dict[str, AnswerChange]] = Field(
+        default_factory=dict,
+        description="Per setting (kv_cache_dtype, attention, moe, deep_gemm, spec_method) and "
+        "value, how often it changes a greedy answer; a value not listed changes none",
+    )
     fitted: dict[str, str] = Field(
         default_factory=dict,
         description="Factors set only to make a published figure match, by dotted path "
         "(attention_backends.FLASH_ATTN.varlen_decode_eff), each with the figures it moves; every "
         "other factor names its source in the YAML",
     )
+
+    @model_validator(mode="after")
+    def _answer_settings_known(self) -> Profile:
+        # A misspelled setting would silently change no answer.
+        for name in self.answers:
+            if name not in ANSWER_SETTINGS:
+                known = ", ".join(ANSWER_SETTINGS)
+                raise ValueError(f"answers.{name}: not a setting the engine reads ({known})")
+        return self
 
     @model_validator(mode="after")
     def _fitted_paths_exist(self) -> Profile:

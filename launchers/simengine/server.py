@@ -143,6 +143,10 @@ class _Generation:
         self.length, self.max_tokens = length, max_tokens
         opts = body.get("stream_options") or {}
         self.include_usage = bool(opts.get("include_usage"))
+        # vLLM's return_tokens_as_token_ids: the answer's ids, as the simulated model decodes.
+        self.as_ids = body.get("logprobs") is not None and bool(
+            body.get("return_tokens_as_token_ids")
+        )
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
         self.produced = 0
@@ -152,6 +156,12 @@ class _Generation:
             text = output_text(self.produced, tokens)
             self.produced += tokens
             yield text, self._finish(self.produced)
+
+    def _ids(self) -> dict[str, Any] | None:
+        if not self.as_ids:
+            return None
+        ids = self.live.engine.answer(self.ids, self.produced)
+        return {"tokens": [f"token_id:{t}" for t in ids]}
 
     def _finish(self, done: int) -> str | None:
         if done < self.length:
@@ -215,7 +225,7 @@ class _Generation:
             msg = {"role": "assistant", "content": text}
             choice = {"index": 0, "message": msg, "logprobs": None, "finish_reason": finish}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            choice = {"index": 0, "text": text, "logprobs": self._ids(), "finish_reason": finish}
         kind = "chat.completion" if self.chat else "text_completion"
         return {
             "id": self.id,
