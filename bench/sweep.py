@@ -28,7 +28,9 @@ from bench.efficiency_truth import Record
 from launchers.simengine import EngineRefused, load_profile
 from launchers.simengine.config import resolve
 from objectives.objective import get_objective
+from objectives.race import END, series_of
 from tuner.engine import EngineConfig
+from tuner.record.times import TrialTimes
 from tuner.record.trial import TrialOutcome
 from tuner.run.trial import TrialRunner
 from tuner.samplers.registry import grid_values
@@ -39,7 +41,9 @@ from tuner.space.schema import Space
 REPO = Path(__file__).resolve().parents[1]
 SPACE = REPO / "search_spaces" / "minimax_h200.yaml"
 CACHE_DIR = REPO / "results" / "bench"
-RECORD_FORMAT = "tier_ok"  # in the cache key: tables written before it lack per-tier feasibility
+# In the cache key: tables written before "tier_ok" lack per-tier feasibility, before
+# "hours" each launch's hardware seconds and its requests' values and ends.
+RECORD_FORMAT = "tier_ok+hours"
 
 Job = TypeVar("Job")
 Out = TypeVar("Out")
@@ -101,7 +105,29 @@ def launch_record(
     runner: TrialRunner, space: Space, values: dict[str, Any], replicate: str, folder: Path
 ) -> Record:
     """One launch of ``values`` on engine seed ``replicate``, as the exhaustive table holds it."""
-    return record_of(space, runner.run(replicate_config(space, values, replicate), folder))
+    times = TrialTimes()
+    for stale in folder.glob("bench_c*.json"):  # a launch refused at start-up writes none
+        stale.unlink()
+    out = runner.run(replicate_config(space, values, replicate), folder, times=times)
+    return {**record_of(space, out), **hours_of(space, times, folder)}
+
+
+def hours_of(space: Space, times: TrialTimes, folder: Path) -> Record:
+    """What the launch cost on the hardware's clock (start-up, warm-up, each tier) and each
+    tier's requests (the objective's per-request seconds and when each ended, request order),
+    from which ``hours_to_answer`` cuts a tier where a race would have stopped it."""
+    name = series_of(get_objective(space.study.objective or "").key)
+    requests = []
+    for c in space.workload.tiers:
+        path = folder / f"bench_c{c}.json"
+        data = json.loads(path.read_text()).get("requests", {}) if path.exists() else {}
+        requests.append({"value": data.get(name or "", []), END: data.get(END, [])})
+    return {
+        "startup_s": times.startup_s or 0.0,
+        "warmup_s": times.warmup_s or 0.0,
+        "tier_s": [times.tiers_s.get(str(c), 0.0) for c in space.workload.tiers],
+        "requests": requests,
+    }
 
 
 def all_points(space: Space) -> list[dict[str, Any]]:

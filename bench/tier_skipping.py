@@ -14,7 +14,7 @@ already made:
   many they were within ``--tolerance`` of that tier's true best. Each of those is a tier's
   answer that a skip would have thrown away.
 
-    python -m bench.tier_skipping --study minimax_h200 --storage sqlite:///results/minimax_h200/study.db
+    python -m bench.tier_skipping --study minimax_h200-sim --storage sqlite:///results/minimax_h200-sim/study.db
     python -m bench.tier_skipping --table results/bench/sample_efficiency_<key>.json
 """
 

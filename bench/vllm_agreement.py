@@ -61,8 +61,8 @@ GREEDY = '{"temperature": 0.0}'  # what tune sends (objectives/client.py, reques
 def tune_cmd(url: str, tiers: str, prompts: Path, args: argparse.Namespace, out: Path) -> list[str]:
     return [
         sys.executable, "-m", "tuner", "bench", "--url", url, "--model", SERVED,
-        "--concurrency", tiers, "--dataset", "sharegpt", "--dataset-path", str(prompts),
-        "--fixed-output-len", str(args.output_len), "--num-prompts", str(args.num_prompts),
+        "--concurrency", tiers, "--dataset", "sharegpt", "--sharegpt-path", str(prompts),
+        "--sharegpt-output-len", str(args.output_len), "--num-prompts", str(args.num_prompts),
         "--warmup", "1", "--endpoint", "completions", "--json", str(out), "--no-progress",
     ]  # fmt: skip
 

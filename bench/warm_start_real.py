@@ -66,6 +66,7 @@ NARROW: dict[str, list[Any]] = {
     "num_speculative_tokens": [0, 2],
     "kv_cache_space": ["1"],
     "attn_split_kv": ["1"],
+    "kv_cache_dtype": ["auto"],  # lossy, and gated: the speed search keeps the defaults' answers
 }
 # The engine, its API server and the client share 2 cores: a launch whose client was starved
 # (an infrastructure fault, as tune run judges it) is run again, as tune run requeues it.

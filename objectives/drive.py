@@ -21,6 +21,9 @@ from objectives.records import BenchRequest, RequestRecord
 from objectives.stall import unless_stalled
 
 OnRequest = Callable[[RequestRecord], None]
+# Told each request as it ends (its index, its record); True ends the tier there: no request
+# is sent after it and those in flight are cancelled (objectives.race).
+Decide = Callable[[int, RequestRecord], bool]
 
 
 def arrival_offsets(n: int, rate: float | None, burstiness: float, seed: int) -> list[float]:
@@ -39,6 +42,7 @@ async def drive(
     arrivals: Sequence[float],
     on_request: OnRequest | None = None,
     start: float | None = None,
+    decide: Decide | None = None,
 ) -> tuple[list[RequestRecord], ClientLag]:
     """Send every request with at most ``concurrency`` in flight; records in request order.
 
@@ -47,6 +51,7 @@ async def drive(
 
     ``start`` (a ``perf_counter`` time, default now) is when the tier begins: arrival offsets
     count from it, and several processes given the same ``start`` begin together.
+    ``decide`` may end the tier early; the records are then those of the requests that ended.
     """
     records: list[RequestRecord | None] = [None] * len(requests)
     send_lag: dict[int, float] = {}  # open loop: how late request i was sent
@@ -55,8 +60,19 @@ async def drive(
     if start > perf_counter():
         await asyncio.sleep(start - perf_counter())
 
+    decided = asyncio.Event()
+
     async def worker() -> None:
+        try:
+            await send_all()
+        except asyncio.CancelledError:
+            if not decided.is_set():
+                raise  # cancelled from outside (a stall, Ctrl-C), not by the decision
+
+    async def send_all() -> None:
         for i in next_index:
+            if decided.is_set():
+                return
             due = start + arrivals[i]
             if due > perf_counter():
                 await asyncio.sleep(due - perf_counter())
@@ -69,13 +85,18 @@ async def drive(
                 progress.done(perf_counter())
             if on_request is not None:
                 on_request(rec)
+            if decide is not None and not decided.is_set() and decide(i, rec):
+                decided.set()
+                for task in tasks:
+                    if task is not asyncio.current_task():
+                        task.cancel()
 
     progress = client.progress
     samples: list[Sample] = []
     probe = asyncio.create_task(probe_loop(samples))
     try:
-        workers = (worker() for _ in range(min(concurrency, len(requests))))
-        await unless_stalled(asyncio.gather(*workers), progress)
+        tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(requests)))]
+        await unless_stalled(asyncio.gather(*tasks), progress)
     finally:
         probe.cancel()
         with contextlib.suppress(asyncio.CancelledError):

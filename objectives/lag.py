@@ -12,6 +12,7 @@ keeps the client busy, but it measures nothing.
 from __future__ import annotations
 
 import asyncio
+import resource
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,11 +47,15 @@ class ClientLag:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     workers: int = 1  # client processes the figures come from
+    # Page faults the event loop's thread waited on the disk for: a loop that is late with
+    # little CPU was kept off its core, or waited for pages the kernel had taken back.
+    major_faults: int = 0
 
     def summary(self) -> dict[str, float]:
         busy = self.cpu_s / (self.wall_s * self.workers) if self.wall_s else 0.0
         out: dict[str, float] = {"cpu_share": busy, "workers": float(self.workers)}
         out["counted_s"] = self.wall_s
+        out["major_faults"] = float(self.major_faults)
         for name, values in (("loop_lag", self.loop_lag_s), ("send_lag", self.send_lag_s)):
             arr = np.asarray(values or [0.0]) * 1000
             out[f"p50_{name}_ms"] = float(np.percentile(arr, 50))
@@ -70,19 +75,27 @@ class ClientLag:
         return busy or s["p99_send_lag_ms"] > SATURATED_SEND_LAG_MS or s["p99_loop_lag_ms"] > late
 
 
-Sample = tuple[float, float, float, float]  # wake time, loop lag, CPU s, wall s since last
+# Wake time, loop lag, CPU s, wall s and major page faults since the last sample.
+Sample = tuple[float, float, float, float, int]
+# The event loop's own thread, where the kernel can tell threads apart.
+_WHO = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+
+
+def _faults() -> int:
+    return resource.getrusage(_WHO).ru_majflt
 
 
 async def probe_loop(out: list[Sample]) -> None:
     """Append a ``Sample`` every few milliseconds until cancelled."""
     # A sleeper that wakes late measures how long other callbacks held the event loop; the
     # CPU time of each interval lets CPU share be counted over chosen intervals only.
-    t, cpu = perf_counter(), time.process_time()
+    t, cpu, faults = perf_counter(), time.process_time(), _faults()
     while True:
         await asyncio.sleep(_PROBE_S)
-        now, cpu_now = perf_counter(), time.process_time()
-        out.append((now, max(0.0, now - t - _PROBE_S), cpu_now - cpu, now - t))
-        t, cpu = now, cpu_now
+        now, cpu_now, faults_now = perf_counter(), time.process_time(), _faults()
+        lag = max(0.0, now - t - _PROBE_S)
+        out.append((now, lag, cpu_now - cpu, now - t, faults_now - faults))
+        t, cpu, faults = now, cpu_now, faults_now
 
 
 def counted_lag(
@@ -100,6 +113,7 @@ def counted_lag(
         send_lag_s=[v for i, v in send_lag.items() if (r := records[i]) and r.chunk_times],
         cpu_s=float(sum(s[2] for s in kept)),
         wall_s=float(sum(s[3] for s in kept)),
+        major_faults=sum(s[4] for s in kept),
     )
 
 

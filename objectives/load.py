@@ -26,6 +26,7 @@ from objectives.drive import OnRequest, arrival_offsets, drive
 from objectives.endpoint import Endpoint
 from objectives.lag import ClientLag, client_limited
 from objectives.metrics import SLO
+from objectives.race import Race, Watch, request_series
 from objectives.records import BenchRequest, RequestRecord
 from objectives.result import TierResult
 from objectives.stall import EngineStalled, Progress
@@ -65,10 +66,7 @@ async def _sample_gauges(http: httpx.AsyncClient, out: list[dict[str, float]]) -
         await asyncio.sleep(_SCRAPE_S)
 
 
-Drive = Callable[
-    [Sequence[BenchRequest], Sequence[bytes], int, Sequence[float], OnRequest | None],
-    Awaitable[tuple[list[RequestRecord], ClientLag]],
-]
+Drive = Callable[..., Awaitable[tuple[list[RequestRecord], ClientLag]]]
 
 
 async def run_http(
@@ -82,6 +80,7 @@ async def run_http(
     on_warmup: Callable[[float], None] | None = None,
     *,
     first_round: int = 0,
+    race: Race | None = None,
 ) -> None:
     """Every tier of ``workload`` over one client; ``on_tier`` gets each ``TierResult``, and
     ``on_warmup`` the wall seconds of the warm-up when there is one.
@@ -89,6 +88,8 @@ async def run_http(
     With ``workers > 1`` the measured requests go through that many client processes
     (``objectives.workers``); warm-up and ``/metrics`` scrapes stay in this process. Tier
     ``i`` sends content round ``first_round + i`` (see ``objectives.runner.run_benchmark``).
+    With a ``race``, a tier whose launch is out of contention stops early (``objectives.race``;
+    in this process only: tiers sent from several client processes are measured in full).
 
     Raises:
         EngineHung: the engine served nothing for a whole window while its ``/health``
@@ -104,7 +105,7 @@ async def run_http(
     )
     try:
         async with make_http_client(endpoint.base_url, timeout, key) as http:
-            run = _HttpRun(http, workload, slos, pool, on_request)
+            run = _HttpRun(http, workload, slos, pool, on_request, race if pool is None else None)
             try:
                 await run.all_tiers(endpoint.model, on_tier, base_dir, on_warmup, first_round)
             except EngineStalled as stall:
@@ -124,16 +125,18 @@ class _HttpRun:
         slos: Sequence[SLO],
         pool: WorkerPool | None,
         on_request: OnRequest | None,
+        race: Race | None = None,
     ) -> None:
         self.http, self.workload, self.slos, self.on_request = http, workload, slos, on_request
+        self.race = race
         timeout = workload.request_timeout_s
         progress = Progress(workload.stall_floor_s, timeout)
         self.client = StreamingClient(http, workload.endpoint, timeout, progress)
         self.send: Drive = pool.drive if pool is not None else self._in_process
         self.where = "warm-up"
 
-    async def _in_process(self, *args: Any) -> tuple[list[RequestRecord], ClientLag]:
-        return await drive(self.client, *args)
+    async def _in_process(self, *args: Any, **kw: Any) -> tuple[list[RequestRecord], ClientLag]:
+        return await drive(self.client, *args, **kw)  # kw: a raced tier's ``decide``
 
     async def all_tiers(
         self,
@@ -150,10 +153,14 @@ class _HttpRun:
         for i, concurrency in enumerate(workload.tiers):
             self.where = f"c{concurrency}"
             requests = build_requests(workload, base_dir, round=first_round + i)
+            watch = Watch(self.race, concurrency, len(requests)) if self.race else None
             records, lag, server = await _tier(
-                self.http, self.send, requests, model, workload, concurrency, self.on_request
+                self.http, self.send, requests, model, workload, concurrency, self.on_request, watch
             )
             result = tier_result(records, concurrency, workload, self.slos, server, lag.summary())
+            result.decided_after = watch.decided_after if watch else None
+            if result.decided_after is None:
+                result.requests = request_series(records)
             itl = float(result.metrics.get("median_itl_ms", 0.0))  # none: a short window
             result.client_saturated = client_limited(
                 records, lag, itl, workload.client_lag_limit_ms
@@ -198,6 +205,7 @@ async def _tier(
     workload: WorkloadSpec,
     concurrency: int,
     on_request: OnRequest | None,
+    watch: Watch | None = None,
 ) -> tuple[list[RequestRecord], ClientLag, dict[str, float]]:
     bodies = prepare(requests, model, workload.endpoint)
     arrivals = arrival_offsets(
@@ -207,7 +215,8 @@ async def _tier(
     samples: list[dict[str, float]] = []
     sampler = asyncio.create_task(_sample_gauges(http, samples)) if before is not None else None
     try:
-        records, lag = await send(requests, bodies, concurrency, arrivals, on_request)
+        decide = {"decide": watch.done} if watch is not None else {}
+        records, lag = await send(requests, bodies, concurrency, arrivals, on_request, **decide)
     finally:
         if sampler is not None:
             sampler.cancel()

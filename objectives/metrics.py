@@ -20,6 +20,7 @@ from itertools import pairwise
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from objectives.gaps import GAP_KEYS, LONG_GAP_S, gap_metrics
 from objectives.records import RequestRecord
 from objectives.tails import tail_note
 
@@ -39,7 +40,8 @@ LATENCY_KEYS = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS)
 # How many values each latency's figures rest on: completed requests for TTFT and E2EL, those
 # with more than one output token for TPOT, inter-chunk gaps for ITL (objectives.tails).
 SAMPLE_KEYS = tuple(f"{m}_samples" for m in LATENCIES)
-METRIC_KEYS = (*COUNT_KEYS, *RATE_KEYS, *LATENCY_KEYS, *SAMPLE_KEYS)
+# Stream smoothness (objectives.gaps): the longest gap, p99.9 ITL and gaps over a threshold.
+METRIC_KEYS = (*COUNT_KEYS, *RATE_KEYS, *LATENCY_KEYS, *SAMPLE_KEYS, *GAP_KEYS)
 # Set only with workload.steady_state (objectives.steady): requests the window holds, its length.
 WINDOW_KEYS = ("steady_requests", "steady_window_s")
 PER_REQUEST = ("ttft", "tpot", "e2el")  # what vllm's --goodput accepts, in ms
@@ -127,9 +129,13 @@ def _shape(reason: str) -> str:
 
 
 def compute_metrics(
-    records: Sequence[RequestRecord], duration_s: float, slos: Sequence[SLO] = ()
+    records: Sequence[RequestRecord],
+    duration_s: float,
+    slos: Sequence[SLO] = (),
+    long_gap_s: float = LONG_GAP_S,
 ) -> dict[str, float | int]:
-    """The ``vllm bench serve`` result keys of one tier (latencies in ms, rates per second).
+    """The ``vllm bench serve`` result keys of one tier (latencies in ms, rates per second),
+    and its smoothness figures (``objectives.gaps``, gaps over ``long_gap_s`` counted).
 
     ``slos`` are the per-request SLOs of this tier (others are ignored here); with none,
     ``request_goodput`` equals ``request_throughput`` as every completed request is good.
@@ -153,6 +159,7 @@ def compute_metrics(
     }
     series = {"ttft": ttfts, "tpot": tpots(good), "itl": itls(good), "e2el": e2els}
     out.update(latency_metrics(series))
+    out.update(gap_metrics(good, long_gap_s))
     return out
 
 

@@ -33,6 +33,12 @@ class TierResult:
     request_rate: float | None = None
     burstiness: float = 1.0
     notes: list[str] = field(default_factory=list)
+    # Each request's TTFT, TPOT, E2EL and end in seconds, request order (objectives.race):
+    # what a later launch's requests are paired against. Empty for a tier stopped early.
+    requests: dict[str, list[float | None]] = field(default_factory=dict)
+    # Requests a tier stopped early rests on, once its launch was out of contention there
+    # (objectives.race); None: every request of the tier was measured.
+    decided_after: int | None = None
 
     @property
     def has_failures(self) -> bool:
@@ -66,6 +72,8 @@ class TierResult:
             request_rate=None if rate in ("inf", None) else float(rate),
             burstiness=float(data.get("burstiness", 1.0)),
             notes=list(data.get("notes", [])),
+            requests={k: list(v) for k, v in (data.get("requests") or {}).items()},
+            decided_after=data.get("decided_after"),
         )
 
     @classmethod

@@ -22,10 +22,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from objectives import prom
+from objectives.affinity import pinned
 from objectives.datasets import build_requests, build_warmup
 from objectives.endpoint import Endpoint, VirtualEngine
 from objectives.load import run_http
 from objectives.metrics import SLO
+from objectives.race import Race, decided_records, request_series
 from objectives.records import RequestRecord
 from objectives.result import TierResult
 from objectives.tier import tier_duration as tier_duration  # the bench scripts import it here
@@ -49,6 +51,7 @@ def run_benchmark(
     client_workers: int = 1,
     on_warmup: OnWarmup | None = None,
     first_round: int = 0,
+    race: Race | None = None,
 ) -> list[TierResult]:
     """Measure every tier of ``workload`` against ``endpoint``; see the module docstring.
 
@@ -60,7 +63,9 @@ def run_benchmark(
     are drawn inside the served model's vocabulary when the workload leaves ``vocab_size``
     unset (``objectives.vocab.with_vocab``). Tier ``i`` sends the requests of content round
     ``first_round + i``: a caller measuring one engine again and again (``tune capacity``)
-    moves it on, so no run hits the prefix-cache blocks an earlier one left behind.
+    moves it on, so no run hits the prefix-cache blocks an earlier one left behind. With a
+    ``race``, a tier whose launch is out of contention there stops early
+    (``objectives.race``); each tier measured in full keeps its per-request figures.
     """
     results: list[TierResult] = []
     try:
@@ -75,22 +80,25 @@ def run_benchmark(
                 on_request,
                 on_warmup,
                 first_round,
+                race,
             )
         elif endpoint.base_url is not None:
             workload = with_vocab(workload, endpoint, base_dir)
-            asyncio.run(
-                run_http(
-                    endpoint,
-                    workload,
-                    slos,
-                    collect,
-                    base_dir,
-                    on_request,
-                    client_workers,
-                    on_warmup,
-                    first_round=first_round,
+            with pinned(workload.client_cpus):
+                asyncio.run(
+                    run_http(
+                        endpoint,
+                        workload,
+                        slos,
+                        collect,
+                        base_dir,
+                        on_request,
+                        client_workers,
+                        on_warmup,
+                        first_round=first_round,
+                        race=race,
+                    )
                 )
-            )
         else:
             raise TunerError("endpoint has neither a base_url nor a virtual engine")
     except (KeyboardInterrupt, asyncio.CancelledError, TunerError) as exc:
@@ -148,6 +156,7 @@ def _run_virtual(
     on_request: OnRequest | None,
     on_warmup: OnWarmup | None,
     first_round: int,
+    race: Race | None = None,
 ) -> None:
     warmed = _warm_virtual(engine, workload, base_dir)
     if warmed is not None and on_warmup is not None:
@@ -159,7 +168,18 @@ def _run_virtual(
         # End-of-tier gauge values say nothing of the tier: the run's own peaks stand in.
         after = {k: v for k, v in engine.server_counters().items() if k not in prom.GAUGES}
         server = prom.tier_counters(before, after, engine.gauge_peaks())
+        series = request_series(records)
+        stop = race.stop_after(concurrency, series) if race is not None else None
+        # The engine served the whole tier in virtual time; a tier decided early is cut where
+        # the decision fell, which is what a stopped client would have measured: requests
+        # that ended before it are unaffected by those sent after.
+        duration = None
+        if stop is not None:
+            records, duration = decided_records(records, series, stop)
         if on_request is not None:
             for rec in records:
                 on_request(rec)
-        on_tier(tier_result(records, concurrency, workload, slos, server))
+        result = tier_result(records, concurrency, workload, slos, server, duration_s=duration)
+        result.decided_after = stop
+        result.requests = series if stop is None else {}
+        on_tier(result)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from objectives.gaps import GAP_KEYS, LONG_GAP_S, gap_metrics
 from objectives.metrics import (
     SLO,
     STATS,
@@ -44,6 +45,7 @@ WINDOWED = (
     *_RATES,
     *(f"{s}_{m}_ms" for m in _SERIES for s in STATS),
     *(f"{m}_samples" for m in _SERIES),
+    *GAP_KEYS,  # over the same gaps as the window's ITL, so they rest on its itl_samples
 )
 
 
@@ -78,6 +80,7 @@ def windowed(
     records: Sequence[RequestRecord],
     concurrency: int,
     slos: Sequence[SLO],
+    long_gap_s: float = LONG_GAP_S,
 ) -> tuple[dict[str, float | int], list[str]]:
     """``metrics`` with TPOT, ITL and throughputs over the steady window, and any note."""
     w = steady_window(records, concurrency)
@@ -85,6 +88,7 @@ def windowed(
     if len(w.held) < concurrency:
         return {k: v for k, v in out.items() if k not in WINDOWED}, [_short(w, concurrency)]
     out.update(latency_metrics({"tpot": tpots(w.held), "itl": itls(w.held)}))
+    out.update(gap_metrics(w.held, long_gap_s))
     out.update(_rates(completed(records), w, slos))
     return out, []
 

@@ -18,7 +18,8 @@ from typing import Any
 
 # A latency figure's key and the count beside it: p99_tpot_ms rests on tpot_samples. The
 # metrics own which latencies exist; a figure whose count a tier lacks simply gets no note.
-_FIGURE = re.compile(r"(?:mean|median|std|p(\d+))_([a-z0-9]+)_ms")
+# The longest value (max_itl_ms) and a fractional percentile (p99.9_itl_ms) rest on it too.
+_FIGURE = re.compile(r"(?:mean|median|std|max|p(\d+(?:\.\d+)?))_([a-z0-9]+)_ms")
 _SAMPLES = "_samples"
 
 
@@ -28,10 +29,10 @@ def samples_key(key: str) -> str | None:
     return f"{m[2]}{_SAMPLES}" if m else None
 
 
-def percentile(key: str) -> int | None:
-    """``p99_tpot_ms`` -> 99; None for a figure that is not a percentile."""
+def percentile(key: str) -> float | None:
+    """``p99_tpot_ms`` -> 99, ``p99.9_itl_ms`` -> 99.9; None for a figure that is not one."""
     m = _FIGURE.fullmatch(key)
-    return int(m[1]) if m and m[1] else None
+    return float(m[1]) if m and m[1] else None
 
 
 def is_count(key: str) -> bool:
@@ -40,12 +41,12 @@ def is_count(key: str) -> bool:
     return key.endswith(_SAMPLES)
 
 
-def is_maximum(p: int, n: int) -> bool:
+def is_maximum(p: float, n: int) -> bool:
     """Whether the p-th percentile of ``n`` values has less than one value above it."""
-    return n * (100 - p) < 100
+    return n * (100 - p) < 100 - 1e-9  # 1000 values hold exactly one above their p99.9
 
 
-def rests_on(p: int, n: int) -> str:
+def rests_on(p: float, n: int) -> str:
     """``max of 20`` where the p-th percentile is the maximum of its values, else ``n=250``."""
     if n <= 0:
         return "no values"

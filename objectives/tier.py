@@ -35,10 +35,10 @@ def tier_result(
     ``workload.steady_state``, TPOT, ITL and throughputs over its steady window only."""
     mine = [s for s in slos if s.applies_to(concurrency)]
     duration = tier_duration(records) if duration_s is None else duration_s
-    metrics = compute_metrics(records, duration, mine)
+    metrics = compute_metrics(records, duration, mine, workload.long_gap_s)
     notes: list[str] = []
     if workload.steady_state:
-        metrics, notes = windowed(metrics, records, concurrency, mine)
+        metrics, notes = windowed(metrics, records, concurrency, mine, workload.long_gap_s)
     return TierResult(
         concurrency=concurrency,
         metrics=metrics,

@@ -123,6 +123,7 @@ def merge(lags: Sequence[ClientLag]) -> ClientLag:
         cpu_s=sum(lag.cpu_s for lag in lags),
         wall_s=max((lag.wall_s for lag in lags), default=0.0),
         workers=max(1, len(lags)),
+        major_faults=sum(lag.major_faults for lag in lags),
     )
 
 

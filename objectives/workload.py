@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from objectives.gaps import LONG_GAP_S
+
 
 class _Strict(BaseModel):
     # No nan or inf: an SLO or a timeout of nan never fires, and inf crashes the timer.
@@ -28,7 +30,23 @@ MAX_TIER_TOKENS = 64 * 1024 * 1024  # prompt tokens one tier builds
 MAX_SECONDS = 7 * 24 * 3600.0
 
 
-class RandomDataset(_Strict):
+class _Outputs(_Strict):
+    """Output lengths from a file, for any dataset kind (``objectives.datasets.outputs``)."""
+
+    output_lengths_file: Path | None = Field(
+        None,
+        description="A file of output lengths, one a line, relative to the space file's folder: "
+        "each request draws its output length from them (seeded), instead of output_len.",
+    )
+
+
+_RATIO = (
+    "Each request's output length is drawn uniformly from [len*(1-r), len*(1+r)] around the "
+    "length it would have (seeded, apart from the prompts); 0 = as it is."
+)
+
+
+class RandomDataset(_Outputs):
     """Synthetic prompts of exact token lengths, as ``vllm bench serve --dataset-name random``."""
 
     kind: Literal["random"] = Field(description="Dataset kind selector.")
@@ -52,7 +70,7 @@ class RandomDataset(_Strict):
     )
 
 
-class ShareGPTDataset(_Strict):
+class ShareGPTDataset(_Outputs):
     """Real conversations: the first human turn is the prompt, the reply sets the output length.
 
     Accepts a JSON list or JSONL; turns as ``{"from", "value"}`` or ``{"role", "content"}``.
@@ -68,6 +86,7 @@ class ShareGPTDataset(_Strict):
     output_len: int | None = Field(
         None, gt=0, description="Fixed output length for every request (overrides the reply)."
     )
+    output_range_ratio: float = Field(0.0, ge=0.0, lt=1.0, description=_RATIO)
     min_len: int = Field(
         4, ge=1, description="Conversations whose prompt or reply is shorter are skipped."
     )
@@ -88,7 +107,7 @@ class ShareGPTDataset(_Strict):
         return self
 
 
-class PrefixRepetitionDataset(_Strict):
+class PrefixRepetitionDataset(_Outputs):
     """``num_prefixes`` long prompts, each sent ``repeats`` times (prefix-cache reuse)."""
 
     kind: Literal["prefix_repetition"] = Field(description="Dataset kind selector.")
@@ -99,13 +118,14 @@ class PrefixRepetitionDataset(_Strict):
     )
     repeats: int = Field(gt=0, description="How many times each prefix is sent.")
     output_len: int = Field(gt=0, description="Output length in tokens of every request.")
+    output_range_ratio: float = Field(0.0, ge=0.0, lt=1.0, description=_RATIO)
     shuffle: bool = Field(True, description="Interleave repeats in a seeded order.")
     vocab_size: int | None = Field(
         None, ge=2, description="Token id bound, as for random (unset: the served model's)."
     )
 
 
-class CodeEditDataset(_Strict):
+class CodeEditDataset(_Outputs):
     """A coding assistant's traffic: ``num_files`` files, each sent with ``edits`` different
     edit requests (the file is a shared prefix, so prefix caching is measured), written from
     a few recurring line shapes as code repeats its idioms (so prompt-lookup speculative
@@ -147,12 +167,13 @@ class CodeEditDataset(_Strict):
     )
 
 
-class LongPromptDataset(_Strict):
+class LongPromptDataset(_Outputs):
     """Long single prompts (e.g. one 150K-token sequence), each with a distinct content."""
 
     kind: Literal["long_prompt"] = Field(description="Dataset kind selector.")
     input_len: int = Field(gt=0, description="Prompt length in tokens.")
     output_len: int = Field(gt=0, description="Output length in tokens.")
+    output_range_ratio: float = Field(0.0, ge=0.0, lt=1.0, description=_RATIO)
     vocab_size: int | None = Field(
         None, ge=2, description="Token id bound, as for random (unset: the served model's)."
     )
@@ -228,6 +249,19 @@ class WorkloadSpec(_Strict):
         description="Shortest silence (requests in flight, no token from any stream and no "
         "request ending) taken for a hung engine. The window is ten times the longest "
         "silence seen so far in the run, at least this, and under request_timeout_s.",
+    )
+    client_cpus: list[int] = Field(
+        default_factory=list,
+        description="Cores the benchmark client runs on while it measures (empty: anywhere). "
+        "Where the engine runs on the same machine, give it a core the engine leaves "
+        "(target.engine_cpus / engine_nice), so its timing is not the engine's to spoil.",
+    )
+    long_gap_s: float = Field(
+        LONG_GAP_S,
+        gt=0,
+        description="A gap between two chunks of one answer longer than this (seconds) counts "
+        "as a stall: each tier records how many (long_gaps), the most one request met "
+        "(max_long_gaps) and the requests that met one (long_gap_requests).",
     )
     client_lag_limit_ms: float | None = Field(
         None,

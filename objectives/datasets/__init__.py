@@ -15,6 +15,7 @@ from typing import Any
 from objectives.datasets._base import WARMUP_ROUND, Dataset, Draw
 from objectives.datasets.code_edit import CodeEdit
 from objectives.datasets.long_prompt import LongPrompt
+from objectives.datasets.outputs import respread
 from objectives.datasets.prefix_repetition import PrefixRepetition
 from objectives.datasets.random import RandomTokens
 from objectives.datasets.sharegpt import ShareGPT
@@ -58,7 +59,8 @@ def file_digests(spec: WorkloadSpec, base_dir: Path | None = None) -> dict[str, 
     """A digest of every file ``spec`` reads, by the name the space gives it ('missing' where
     none is): the dataset file, and the tokenizer (of a folder, the files a vocabulary is read
     from). Two runs send the same requests only when these agree as well as the spec does."""
-    named = [getattr(spec.dataset, "path", None), spec.tokenizer]
+    ds = spec.dataset
+    named = [getattr(ds, "path", None), getattr(ds, "output_lengths_file", None), spec.tokenizer]
     out: dict[str, str] = {}
     for name in (n for n in named if n is not None):
         path = name if name.is_absolute() or base_dir is None else base_dir / name
@@ -95,9 +97,12 @@ def _cached(spec_json: str, base_dir: str, round: int, count: int) -> tuple[Benc
         base_dir=Path(base_dir) if base_dir else None,
         measured=spec.requests_per_tier,
     )
-    if round == WARMUP_ROUND:
-        return impl.warmup(spec.dataset, draw)
-    return impl.requests(spec.dataset, draw)
+    made = (
+        impl.warmup(spec.dataset, draw)
+        if round == WARMUP_ROUND
+        else impl.requests(spec.dataset, draw)
+    )
+    return respread(made, spec.dataset, spec.seed, round, draw.base_dir)
 
 
 __all__ = [

@@ -197,7 +197,7 @@ def test_both_clients_get_the_same_workload() -> None:
     vllm = va.vllm_cmd("http://h:1", "4", prompts, args, out)
     after = {a: b for a, b in zip(tune, [*tune[1:], ""], strict=True)}
     assert after["--concurrency"] == "4" and after["--num-prompts"] == "8"
-    assert after["--fixed-output-len"] == "16" and after["--dataset-path"] == "p.json"
+    assert after["--sharegpt-output-len"] == "16" and after["--sharegpt-path"] == "p.json"
     flags = {a: b for a, b in zip(vllm, [*vllm[1:], ""], strict=True)}
     assert flags["--max-concurrency"] == "4" and flags["--num-prompts"] == "8"
     assert flags["--sharegpt-output-len"] == "16" and flags["--dataset-path"] == "p.json"

@@ -21,8 +21,8 @@ def test_every_tier_is_served_within_its_slos_without_queueing(tmp_path: Path) -
     opts = RunOptions(space_path=SPACE, launcher="sim", trials=40, results_dir=tmp_path)
     summary = run_study(opts, report=lambda _: None)
     space = load_space(SPACE)
-    storage = f"sqlite:///{tmp_path}/minimax_h200/study.db"
-    trials = optuna.load_study(study_name="minimax_h200", storage=storage).trials
+    storage = f"sqlite:///{tmp_path}/{summary.name}/study.db"
+    trials = optuna.load_study(study_name=summary.name, storage=storage).trials
     for rec in summary.recommendations:
         c = rec.concurrency
         assert rec.trial is not None, f"c{c}: no pick"

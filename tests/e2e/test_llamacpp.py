@@ -79,7 +79,8 @@ def test_short_study_then_recommendation_vs_default(short_space: Path) -> None:
     assert "recommended config per concurrency tier" in out
 
     rows = list(csv.DictReader((study / "trials.csv").open()))
-    explored = [r for r in rows if not r.get("confirm_of")]
+    # The search's own trials: not a confirmation, nor a pick launched with knobs put back.
+    explored = [r for r in rows if not r.get("confirm_of") and not r.get("revert_of")]
     assert [r["state"] for r in explored].count("COMPLETE") == 3
     # The leaders were launched again on fresh servers to measure their spread.
     assert any(r.get("confirm_of") and r["state"] == "COMPLETE" for r in rows)

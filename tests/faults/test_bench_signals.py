@@ -39,8 +39,8 @@ def test_a_stopped_bench_writes_the_tiers_it_completed(
     out = tmp_path / "bench.json"
     proc = tune(
         "bench", "--url", slow_server, "--model", "m", "--concurrency", "1,2",
-        "--num-prompts", "4", "--warmup", "0", "--input-len", "8", "--output-len", "12",
-        "--vocab-size", "700", "--json", str(out), "--no-progress",
+        "--num-prompts", "4", "--warmup", "0", "--random-input-len", "8",
+        "--random-output-len", "12", "--vocab-size", "700", "--json", str(out), "--no-progress",
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -63,9 +63,9 @@ def test_a_hung_server_ends_the_bench_keeping_the_tiers_done(
     try:
         code = main([
             "bench", "--url", f"http://127.0.0.1:{server.server_address[1]}", "--model", "m",
-            "--concurrency", "1,2", "--num-prompts", "4", "--input-len", "8", "--output-len",
-            "12", "--vocab-size", "700", "--stall-floor", "1", "--json", str(out),
-            "--no-progress",
+            "--concurrency", "1,2", "--num-prompts", "4", "--random-input-len", "8",
+            "--random-output-len", "12", "--vocab-size", "700", "--stall-floor", "1",
+            "--json", str(out), "--no-progress",
         ])  # fmt: skip
     finally:
         server.shutdown()

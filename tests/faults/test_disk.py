@@ -127,7 +127,7 @@ def test_bench_json_into_a_missing_folder_is_refused_before_the_benchmark(
     out = tmp_path / "nowhere" / "bench.json"
     with serving(Hostile()) as url:
         argv = ["bench", "--url", url, "--model", "m", "--concurrency", "1", "--warmup", "0"]
-        argv += ["--num-prompts", "2", "--input-len", "8", "--json", str(out)]
+        argv += ["--num-prompts", "2", "--random-input-len", "8", "--json", str(out)]
         assert main(argv) == 2
     line = one_line(capsys.readouterr().err)
     assert line == f"error: --json {out}: the folder {out.parent} does not exist"

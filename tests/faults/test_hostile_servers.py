@@ -60,7 +60,8 @@ def test_a_bad_content_length_is_the_servers_fault_not_a_spin(length: str) -> No
     # Before: -5 spun `tune bench` at 100% CPU for ever; abc was a ValueError traceback.
     with serving(Hostile(content_length=length)) as url:
         args = ["bench", "--url", url, "--model", "m", "--concurrency", "1", "--warmup", "0"]
-        proc = tune(*args, "--num-prompts", "2", "--input-len", "8", "--output-len", "4", cwd=REPO)
+        args += ["--num-prompts", "2", "--random-input-len", "8", "--random-output-len", "4"]
+        proc = tune(*args, cwd=REPO)
         try:
             code, out = finish(proc, timeout_s=60)
         finally:

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-import launchers.docker
 from launchers import _cleanup as cleanup
 from tests.faults.faulty_engine import FAULTY_ENGINE
 from tests.faults.procs import finish, tune
@@ -96,7 +95,6 @@ def test_a_dead_runs_container_of_the_study_is_removed_before_the_first_trial(
     remote = container("k", "elsewhere:1", "2")  # another host's run: cannot be seen from here
     docker = Docker([left, live, other, remote])
     monkeypatch.setattr(cleanup, "docker_client", lambda: docker)
-    monkeypatch.setattr(launchers.docker, "docker_client", lambda: docker)
     small_space["target"] = {"kind": "docker", "image": "vllm/vllm-openai:v0.17.1"}
     space = write_yaml(tmp_path / "s.yaml", small_space)
     lines: list[str] = []

@@ -227,3 +227,39 @@ def test_interrupted_run_leaves_no_engine(
     driver.send_signal(sig)
     assert driver.wait(timeout=30) != 0
     assert not any(group_alive(pgid) for pgid in pgids)
+
+
+def test_the_engine_starts_on_its_cores_at_a_lower_priority() -> None:
+    import subprocess
+    import sys
+
+    from launchers.process import ProcessLauncher, ProcessSettings
+
+    core = min(os.sched_getaffinity(0))
+    settings = ProcessSettings(engine_cpus=[core], engine_nice=7)
+    place = ProcessLauncher(settings)._placement()
+    script = "import os; print(sorted(os.sched_getaffinity(0)), os.nice(0))"
+    out = subprocess.run(
+        [sys.executable, "-c", script], preexec_fn=place, capture_output=True, text=True
+    ).stdout.split()
+    assert out == [f"[{core}]", str(os.nice(0) + 7)]
+    assert ProcessLauncher(ProcessSettings())._placement() is None  # nothing asked, nothing done
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroup here")
+def test_the_engines_session_is_niced_as_a_group() -> None:
+    import subprocess
+    import sys
+
+    from launchers.process import ProcessLauncher, ProcessSettings
+
+    place = ProcessLauncher(ProcessSettings(engine_nice=7))._placement()
+    script = "print(open('/proc/self/autogroup').read())"
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        preexec_fn=place,
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert out.split()[-2:] == ["nice", "7"], out  # as the engine starts: a session of its own

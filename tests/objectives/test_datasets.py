@@ -242,3 +242,33 @@ def test_code_edit_output_lengths_spread_by_their_own_ratio_and_move_nothing_els
     assert [r.prompt for r in spread] == [r.prompt for r in exact]
     again = build_requests(spec({**base, "output_range_ratio": 0.5}, num_prompts=15), round=2)
     assert [r.output_len for r in again] == outs  # every tier sends the same shapes
+
+
+def _spec_of(dataset: dict, num_prompts: int = 12) -> WorkloadSpec:
+    return WorkloadSpec.model_validate(
+        {"dataset": dataset, "num_prompts": num_prompts, "tiers": [1], "seed": 3}
+    )
+
+
+def test_every_kind_can_draw_output_lengths_without_moving_a_prompt(tmp_path: Path) -> None:
+    fixed = {"kind": "prefix_repetition", "num_prefixes": 3, "prefix_len": 32}
+    fixed |= {"repeats": 4, "output_len": 100}
+    plain = build_requests(_spec_of(fixed))
+    spread = build_requests(_spec_of({**fixed, "output_range_ratio": 0.5}))
+    assert [r.prompt for r in plain] == [r.prompt for r in spread]
+    assert {r.output_len for r in plain} == {100}
+    assert len({r.output_len for r in spread}) > 3
+    assert all(50 <= r.output_len <= 150 for r in spread)
+    (tmp_path / "lengths.txt").write_text("# reply lengths\n7\n900\n\n40\n")
+    long = {"kind": "long_prompt", "input_len": 64, "output_len": 10}
+    drawn = build_requests(_spec_of({**long, "output_lengths_file": "lengths.txt"}), tmp_path)
+    assert {r.output_len for r in drawn} <= {7, 900, 40} and len({r.output_len for r in drawn}) > 1
+
+
+def test_a_bad_output_lengths_file_names_its_line(tmp_path: Path) -> None:
+    (tmp_path / "lengths.txt").write_text("12\nlots\n")
+    spec = _spec_of(
+        {"kind": "random", "input_len": 8, "output_len": 8, "output_lengths_file": "lengths.txt"}
+    )
+    with pytest.raises(DatasetError, match=r"lengths.txt, line 2: 'lots' is not a positive"):
+        build_requests(spec, tmp_path)

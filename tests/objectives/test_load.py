@@ -166,13 +166,15 @@ def test_lag_counts_only_while_a_stream_that_produced_tokens_was_in_flight() -> 
         _record(1.5, [1.6, 3.0]),
         _record(5.0, []),
     ]
-    # (wake time, loop lag, CPU s, wall s): big lags only while refused requests ran.
-    samples = [(0.5, 0.5, 0.5, 0.5), (1.05, 0.001, 0.01, 0.05), (2.5, 0.002, 0.1, 1.0)]
-    samples += [(3.02, 0.0, 0.01, 0.03), (5.5, 0.4, 0.4, 0.4)]
+    # (wake time, loop lag, CPU s, wall s, page faults): big lags only while refused
+    # requests ran.
+    samples = [(0.5, 0.5, 0.5, 0.5, 9), (1.05, 0.001, 0.01, 0.05, 0), (2.5, 0.002, 0.1, 1.0, 2)]
+    samples += [(3.02, 0.0, 0.01, 0.03, 1), (5.5, 0.4, 0.4, 0.4, 7)]
     lag = counted_lag(records, samples, {0: 0.3, 1: 0.001, 3: 0.9})
     assert lag.loop_lag_s == [0.001, 0.002, 0.0]  # the one waking at 3.02 began at 2.99
     assert lag.send_lag_s == [0.001]
     assert lag.cpu_s == pytest.approx(0.12) and lag.wall_s == pytest.approx(1.08)
+    assert lag.major_faults == 3
     assert not lag.saturated()
     nothing = counted_lag(records[:1], samples, {0: 0.3})
     assert nothing.loop_lag_s == [] and nothing.summary()["cpu_share"] == 0.0

@@ -15,6 +15,7 @@ from objectives.metrics import (
 )
 from objectives.records import RequestRecord
 from objectives.result import TierResult
+from objectives.tails import samples_key, tail_note
 
 
 def rec(
@@ -219,3 +220,24 @@ def test_tier_result_json_round_trip_keeps_vllm_keys() -> None:
     assert data["median_tpot_ms"] == m["median_tpot_ms"] and data["completed"] == 1
     assert TierResult.from_json(t.to_json()) == t
     assert t.has_failures
+
+
+def test_a_stall_shows_as_the_longest_gap_and_a_long_gap_count() -> None:
+    # 1,200 smooth 10 ms gaps hide one 3 s stall from the P99 ITL; the longest gap and the
+    # count of gaps over the threshold show it, per request.
+    smooth = [rec(0.0, [0.01 * i for i in range(1, 602)], 601) for _ in range(2)]
+    stalled = rec(0.0, [0.1, 3.1, 3.11, 4.5], 4)
+    m = compute_metrics([*smooth, stalled], 6.0, long_gap_s=1.0)
+    assert m["p99_itl_ms"] == pytest.approx(10.0)
+    assert m["max_itl_ms"] == pytest.approx(3000.0)
+    assert m["p99.9_itl_ms"] > 10.0
+    assert (m["long_gaps"], m["max_long_gaps"], m["long_gap_requests"]) == (2, 2, 1)
+    assert compute_metrics([stalled], 5.0, long_gap_s=2.0)["long_gaps"] == 1
+
+
+def test_the_longest_gap_and_p99_9_say_what_they_rest_on() -> None:
+    m = {"max_itl_ms": 900.0, "p99.9_itl_ms": 800.0, "itl_samples": 600}
+    assert tail_note("p99.9_itl_ms", m) == "max of 600"
+    assert tail_note("p99.9_itl_ms", {**m, "itl_samples": 1000}) == "n=1000"
+    assert samples_key("max_itl_ms") == "itl_samples"
+    assert SLO(metric="max_itl_ms", max=2000).violated_by(2500.0)

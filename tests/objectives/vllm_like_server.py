@@ -9,7 +9,8 @@ Run: ``python tests/objectives/vllm_like_server.py --port 0 --vocab 961 --root D
   as vLLM refuses it: ``--errors stream`` (vLLM 0.32's way for a streamed request) answers
   HTTP 200 with one SSE event ``{"error": {"message": "Token id N is out of vocabulary", ...}}``
   and ``[DONE]``; ``--errors http`` answers HTTP 400 with that JSON as the body. Valid prompts
-  get ``max_tokens`` token chunks and a usage chunk.
+  get ``max_tokens`` token chunks and a usage chunk; a request that does not ask to stream
+  gets the whole answer as one JSON body (as tune's probes ask).
 - ``--reject MESSAGE`` answers every completion with HTTP 400 ``{"error": {"message": MESSAGE,
   "type": "BadRequestError", "param": null, "code": 400}}``; ``--reject-format old`` sends
   ``{"message": MESSAGE}`` (older vLLM), ``text`` sends MESSAGE as plain text.
@@ -78,6 +79,10 @@ def handler(state: State) -> type[BaseHTTPRequestHandler]:
             top = state.see(body.get("prompt"))
             if top >= args.vocab:
                 return self._refuse(f"Token id {top} is out of vocabulary")
+            if not body.get("stream"):  # a whole answer, as vLLM sends one
+                return self._json(
+                    200, {"choices": [{"index": 0, "text": " x" * int(body.get("max_tokens", 1))}]}
+                )
             self._stream(int(body.get("max_tokens", 1)))
 
         def _reject(self, message: str) -> None:

@@ -38,7 +38,8 @@ class TierExport:
     @cached_property
     def importance(self) -> Importance:
         """What mattered at the tier, computed when a file shows it (the report alone)."""
-        return tier_importance(self.tier, self.data.trials, self.data.objective)
+        defaults = Policy.of(self.data.space).defaults
+        return tier_importance(self.tier, self.data.trials, self.data.objective, defaults)
 
     @property
     def concurrency(self) -> int:
@@ -55,6 +56,10 @@ class Export:
     failures: list[Failure] = field(default_factory=list)
     capacity: CapacityReport | None = None  # capacity.json, when tune capacity has run
 
+    def recommendation(self, concurrency: int) -> TierRecommendation | None:
+        """The tier's recommendation: the one source of its pick, verdict and knob effects."""
+        return next((r for r in self.recommendations if r.concurrency == concurrency), None)
+
     def failure_counts(self) -> dict[str, int]:
         return dict(Counter(f.kind for f in self.failures).most_common())
 
@@ -69,7 +74,8 @@ def build_export(data: StudyData, capacity: CapacityReport | None = None) -> Exp
     out = []
     for tier in tiers:
         rec = tier.recommended
-        launch = launch_config(data.space, by_number[rec.trial], redactor) if rec else None
+        trial = by_number[rec.trial] if rec else None
+        launch = launch_config(data.space, trial, redactor, rec.params) if trial and rec else None
         out.append(TierExport(tier, launch, data))
     base = next((t for t in data.trials if TrialRecord.of(t).baseline), None)
     baseline = launch_config(data.space, base, redactor) if base is not None else None

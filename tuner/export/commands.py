@@ -19,6 +19,7 @@ from objectives.tails import tail_note
 from tuner.export.build import Export, TierExport
 from tuner.export.configs import Group, LaunchConfig, flag_groups
 from tuner.export.docker_run import docker_deploy
+from tuner.export.recipe import changed_knobs
 from tuner.secret_policy import is_env_ref
 from tuner.space.params import check_env_name
 from tuner.space.schema import Space
@@ -124,6 +125,9 @@ def _tier_section(t: TierExport, export: Export) -> list[str]:
         return [*head, "No feasible config at this tier: see report.html for why.", ""]
     rec = t.tier.recommended
     lines = [*head, f"Trial {rec.trial}. {_figures_line(t, export)}", ""]
+    if knobs := changed_knobs(export, t.concurrency):
+        changed = "; ".join(f"`{k}={v}`" for k, v in knobs.items())
+        lines += [f"Changed from the engine's defaults (how each was measured): {changed}.", ""]
     lines += _secrets_line(t.launch)
     lines += ["```sh", serve_command(t.launch), "```", ""]
     command, extra = docker_command(t.launch, export.data.space)
@@ -154,11 +158,13 @@ def _figures_line(t: TierExport, export: Export) -> str:
     text = ", ".join(parts) + "."
     if t.tier.gain is not None and base is not None:
         key = export.data.objective.key
-        word = "better" if t.tier.gain >= 0 else "worse"
+        word = "lower" if t.tier.gain >= 0 else "higher"
+        if export.data.objective.direction == "maximize":
+            word = "higher" if t.tier.gain >= 0 else "lower"
         text += (
             f" Baseline (trial {base.trial}) {key} {base.metrics[key]:.1f}"
-            f"{_rests(key, base.metrics)}: "
-            f"{abs(t.tier.gain) * 100:.1f}% {word}."
+            f"{_rests(key, base.metrics)}: {abs(t.tier.gain) * 100:.1f}% {word}, "
+            f"verdict: {t.tier.verdict or '-'}."
         )
     return text
 

@@ -42,12 +42,16 @@ class LaunchConfig:
         return [*self.program, *self.args]
 
 
-def launch_config(space: Space, trial: FrozenTrial, redactor: Redactor) -> LaunchConfig:
-    """Render ``trial``'s launch from the space, bound to ``engine.serve_host``, and check the
-    launch as the trial ran it against its stored fingerprint; secret values go to
-    ``redactor``."""
+def launch_config(
+    space: Space, trial: FrozenTrial, redactor: Redactor, params: dict[str, Any] | None = None
+) -> LaunchConfig:
+    """Render the launch of ``params`` (``trial``'s own when None; a pick deploys the knobs
+    that cannot act at its tier at their defaults) from the space, bound to
+    ``engine.serve_host``, and check the launch as the trial ran it against its stored
+    fingerprint; secret values go to ``redactor``."""
     measured = render_engine_config(space, dict(trial.params))
-    config = render_engine_config(space, dict(trial.params), host=space.engine.serve_host)
+    deployed = dict(trial.params) if params is None else params
+    config = render_engine_config(space, deployed, host=space.engine.serve_host)
     secret_env = sorted(config.secret_env)
     redactor.add_env(config.env, secret_env)
     args, flag_secrets = _hide_secret_flags(list(config.args), redactor)

@@ -2,7 +2,8 @@
 failures, and what the kept compile cache did to start-up.
 
 Every second of a launch lands in one part: a launch that measured its tiers (its figures are
-the study's, feasible or not) splits into start-up, warm-up and tiers; a confirmation launch
+the study's, feasible or not) splits into start-up, warm-up, tiers and quality checks (the
+probe answers and the space's quality command); a confirmation launch
 is all "confirmations"; a launch that broke down (refused, out of memory, crashed, timed out,
 an infrastructure fault, interrupted) is all "failures", whatever phase it reached. Seconds are
 the engine's clock (``tuner.record.times``): on the simulated engine, the hardware's it stands
@@ -21,7 +22,7 @@ from tuner.record.times import TrialTimes
 from tuner.record.trial import TrialRecord
 
 # The failure kinds of a launch that measured every tier it was asked to: the study's figures.
-MEASURED_KINDS = (None, "slo", "failed_requests")
+MEASURED_KINDS = (None, "slo", "failed_requests", "quality")
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class StudyHours:
     launches: int = 0
     untimed: int = 0  # launches stored before trials recorded their times
     cache: CacheEffect | None = None
+    quality_s: float = 0.0
 
     def parts(self) -> list[tuple[str, float]]:
         tiers = sum(self.tiers_s.values())
@@ -78,6 +80,7 @@ class StudyHours:
             ("start-up", self.startup_s),
             ("warm-up", self.warmup_s),
             ("tiers", tiers),
+            ("quality checks", self.quality_s),
             ("confirmations", self.confirmations_s),
             ("failures", self.failures_s),
         ]
@@ -112,6 +115,7 @@ def study_hours(trials: Sequence[FrozenTrial], tiers: Sequence[int], simulated: 
         len(timed),
         untimed,
         cache_effect([t for _, t in sorted(timed, key=lambda nt: nt[0])]),
+        sums["quality checks"],
     )
 
 
@@ -123,6 +127,7 @@ def _add(r: TrialRecord, t: TrialTimes, sums: dict[str, float], by_tier: dict[in
     else:
         sums["start-up"] += t.startup_s or 0.0
         sums["warm-up"] += t.warmup_s or 0.0
+        sums["quality checks"] += t.quality_s or 0.0
         for tier, seconds in t.tiers_s.items():
             by_tier[int(tier)] = by_tier.get(int(tier), 0.0) + seconds
 

@@ -6,6 +6,11 @@ same storage always exports the same numbers. The study has one objective per ti
 infeasible trials carry +/-inf, which no evaluator can use: each tier gets its own
 single-objective in-memory study of that tier's feasible measurements (with the objective's
 direction, so no sign-flipping ``target=`` is needed).
+
+A knob that cannot act at a tier is not ranked there: a seat cap (``--max-num-seqs``) at or
+above the tier's concurrency never holds a user, so its values count as the default's
+(``tuner.score.revert.Defaults.acting``), and a knob left with one acting value is listed in
+``idle`` instead. ``METHOD`` is the sentence every shown importance carries.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
+from tuner.score.revert import Defaults
 from tuner.score.tiers import Tier
 
 MIN_TRIALS = 8  # below this the "top quantile" is one or two trials: noise, not importance
@@ -32,9 +38,23 @@ class Importance:
     trials: int = 0
     quantile: float = 0.0  # the share of best trials the importances explain
     note: str = ""
+    idle: list[str] = field(default_factory=list)  # knobs that cannot act at this tier
 
 
-def tier_importance(tier: Tier, trials: Sequence[FrozenTrial], objective: Objective) -> Importance:
+METHOD = (
+    "PED-ANOVA importance (Optuna): how much each parameter's values separate the best "
+    "{top:.0%} of the {n} feasible configs at c{tier} from the rest, on {objective}; it ranks "
+    "parameters, it does not measure their effect (each pick's knobs carry their measured "
+    "effect and whether it is beyond the noise)"
+)
+
+
+def tier_importance(
+    tier: Tier,
+    trials: Sequence[FrozenTrial],
+    objective: Objective,
+    defaults: Defaults | None = None,
+) -> Importance:
     by_number = {t.number: t for t in trials}
     feasible = [p for p in tier.points if p.feasible and objective.key in p.metrics]
     out = Importance(tier.concurrency, trials=len(feasible))
@@ -49,7 +69,12 @@ def tier_importance(tier: Tier, trials: Sequence[FrozenTrial], objective: Object
             optuna.trial.create_trial(value=value, params=t.params, distributions=t.distributions)
         )
     names = list(dict.fromkeys(n for p in feasible for n in p.params))
-    varied = [n for n in names if len({repr(p.params.get(n)) for p in feasible}) > 1]
+    acts = defaults.acting if defaults else (lambda _n, v, _t: v)
+    c = tier.concurrency
+    varied = [n for n in names if len({repr(acts(n, p.params.get(n), c)) for p in feasible}) > 1]
+    out.idle = [
+        n for n in names if n not in varied and len({repr(p.params.get(n)) for p in feasible}) > 1
+    ]
     if not varied:
         out.note = "no parameter took more than one value among the feasible trials"
         return out

@@ -113,7 +113,8 @@ def _axes(xt: Sequence[float], yt: Sequence[float], sx: _Scale, sy: _Scale, tier
 
 
 def _front_line(tier: Tier, sx: _Scale, sy: _Scale) -> str:
-    front = tier.front_points()
+    # The line joins the configs that may be deployed; lower-quality points stand apart.
+    front = [p for p in tier.front_points() if not p.lower_quality]
     if len(front) < 2:
         return ""
     x, y = tier.x.key, tier.y.key
@@ -135,6 +136,8 @@ def _mark(p: Point, tier: Tier, sx: _Scale, sy: _Scale) -> str:
     status = "" if p.feasible else f" (infeasible: {p.failure})"
     if p.feasible and not p.eligible:
         status = " (feasible, not eligible: held users or below the throughput floor)"
+    if p.lower_quality:
+        status = f" (lower quality, not eligible: {p.quality.words()})"
     note = tail_note(yk, p.metrics)
     rests = f" ({note})" if note else ""
     title = escape(
@@ -153,6 +156,11 @@ def _mark(p: Point, tier: Tier, sx: _Scale, sy: _Scale) -> str:
         shape = (
             f'<path class="infeasible" d="M{x - 4},{y - 4}L{x + 4},{y + 4}M{x - 4},{y + 4}'
             f'L{x + 4},{y - 4}" stroke="#d62728" stroke-width="1.5"/>'
+        )
+    elif p.lower_quality:
+        shape = (
+            f'<circle class="lower-quality" cx="{x}" cy="{y}" r="5" fill="none" '
+            'stroke="#9467bd" stroke-width="2"/>'
         )
     elif p.trial in tier.front:
         shape = f'<circle class="front-point" cx="{x}" cy="{y}" r="5" fill="#1f77b4"/>'
@@ -173,11 +181,12 @@ def _legend() -> str:
         '<rect x="-6" y="-6" width="12" height="12" fill="none" stroke="#000" stroke-width="2"/>',
         _diamond(0, 0, 8, 'fill="#ff7f0e" stroke="#000"', "legend"),
         '<path d="M-4,-4L4,4M-4,4L4,-4" stroke="#d62728" stroke-width="1.5"/>',
+        '<circle cx="0" cy="0" r="5" fill="none" stroke="#9467bd" stroke-width="2"/>',
     ]
-    names = ["trial", "Pareto front", "baseline", "recommended", "infeasible"]
+    names = ["trial", "Pareto front", "baseline", "recommended", "infeasible", "lower quality"]
     out = ['<g class="legend" font-size="11">']
     for i, (mark, name) in enumerate(zip(items, names, strict=True)):
-        x = LEFT + 10 + i * 110
+        x = LEFT + 10 + i * 92
         out.append(f'<g transform="translate({x} 18)">{mark}<text x="12" y="4">{name}</text></g>')
     return "".join(out) + "</g>"
 

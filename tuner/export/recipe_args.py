@@ -4,7 +4,8 @@ The recipes site keeps a preset's tensor-parallel size in its own ``tp`` field (
 writes ``--tensor-parallel-size``), and flags whose value is a JSON object
 (``--speculative-config``, ``--compilation-config``) under ``json_args`` as mappings, so a
 reader changes one key without re-quoting a string. Every other flag stays in ``args`` as
-words, in the launch's order.
+words, in the launch's order. The address the server binds (``--host``/``--port``) is a
+deployment detail, not a tuned setting: it sits apart under ``serve``, never in ``args``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tuner.export.configs import Group, flag_groups
 
 TP_FLAG = "--tensor-parallel-size"
 _TP_FLAGS = frozenset({TP_FLAG, "-tp"})
+SERVE_FLAGS = {"--host": "host", "--port": "port"}
 
 
 @dataclass
@@ -27,11 +29,14 @@ class RecipeArgs:
     args: list[str] = field(default_factory=list)
     json_args: dict[str, dict[str, Any]] = field(default_factory=dict)
     tp: int | None = None  # None: no tensor-parallel flag, the engine's own default
+    serve: dict[str, str | int] = field(default_factory=dict)  # host and port, when bound
 
     def fields(self) -> dict[str, Any]:
-        """``tp`` (when set), ``args`` and ``json_args``, for a preset or a point."""
+        """``serve`` and ``tp`` (when set), ``args`` and ``json_args``, for a preset or a
+        point."""
+        serve = {"serve": self.serve} if self.serve else {}
         tp = {} if self.tp is None else {"tp": self.tp}
-        return {**tp, "args": self.args, "json_args": self.json_args}
+        return {**serve, **tp, "args": self.args, "json_args": self.json_args}
 
 
 def recipe_args(args: Sequence[str]) -> RecipeArgs:
@@ -40,6 +45,9 @@ def recipe_args(args: Sequence[str]) -> RecipeArgs:
     for group in flag_groups(args):
         if (tp := _tp(group)) is not None:
             out.tp = tp
+        elif group[0] in SERVE_FLAGS and len(group) == 2:
+            value = group[1]
+            out.serve[SERVE_FLAGS[group[0]]] = int(value) if value.isdigit() else value
         elif (obj := _json_object(group)) is not None:
             out.json_args[group[0]] = obj
         else:
@@ -65,10 +73,17 @@ def _json_object(group: Group) -> dict[str, Any] | None:
 
 
 def launch_args(
-    args: Sequence[str], json_args: Mapping[str, Mapping[str, Any]], tp: int | None
+    args: Sequence[str],
+    json_args: Mapping[str, Mapping[str, Any]],
+    tp: int | None,
+    serve: Mapping[str, str | int] | None = None,
 ) -> list[str]:
-    """The inverse: ``args``, then ``--tensor-parallel-size tp``, then each JSON flag."""
+    """The inverse: ``args``, then ``--host``/``--port`` from ``serve``, then
+    ``--tensor-parallel-size tp``, then each JSON flag."""
     words = list(args)
+    for flag, key in SERVE_FLAGS.items():
+        if serve and key in serve:
+            words += [flag, str(serve[key])]
     if tp is not None:
         words += [TP_FLAG, str(tp)]
     for flag, obj in json_args.items():

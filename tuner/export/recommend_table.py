@@ -2,7 +2,10 @@
 as data (``recommendations.json``).
 
 One row per tier: the pooled best config beside the baseline, each ``mean ±std (n launches)``,
-the gain and the verdict; then each tier's settings and why each pick was made. Where the
+the gain, the verdict and how its answers agree with the baseline's (``tuner.score.quality``),
+the pick's smoothness beside its TPOT (P99 ITL and the longest inter-token gap, ms) and its
+P99 TTFT (ms); then each tier's settings, each knob changed from the engine's default with how
+its effect was measured (``tuner.score.evidence``), and why each pick was made. Where the
 objective is a percentile, each figure is followed by what it rests on per launch: ``max of 60``
 below 100 values for a p99 (``objectives.tails``), else ``n=250``.
 """
@@ -10,6 +13,7 @@ below 100 values for a p99 (``objectives.tails``), else ``n=250``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from objectives.objective import Objective, front_axes
 from objectives.tails import percentile, rests_on
@@ -33,6 +37,7 @@ def format_recommendations(recs: Sequence[TierRecommendation], objective: Object
         if r.trial is not None:
             settings = ", ".join(f"{k}={v}" for k, v in r.params.items())
             lines.append(f"c{r.concurrency}: {settings}")
+            lines += [f"    {k}={n['value']}: {n['words']}" for k, n in r.knobs.items()]
         else:
             lines.append(f"c{r.concurrency}: no feasible trial yet")
     choices = [r.choice for r in recs if r.choice]
@@ -64,11 +69,15 @@ _WIDTHS = {
     "gain": ">7",
     "verdict": "<18",
     "median_tpot": ">11",
+    "p99_itl": ">8",
+    "max_gap": ">8",
+    "p99_ttft": ">9",
     "tput": ">9",
+    "answers": ">13",
 }
 
 
-def _line(cells: dict[str, str], tail: int | None) -> str:
+def _line(cells: dict[str, str], tail: float | None) -> str:
     # The "rests on" columns only where the objective is a percentile.
     shown = [k for k in _WIDTHS if tail is not None or k not in ("rests", "base_rests")]
     return "  ".join(format(cells[k], _WIDTHS[k]) for k in shown)
@@ -85,7 +94,11 @@ def _head(objective: Objective) -> dict[str, str]:
         "gain": "gain",
         "verdict": "verdict",
         "median_tpot": "median_tpot",
+        "p99_itl": "p99_itl",
+        "max_gap": "max_gap",
+        "p99_ttft": "p99_ttft",
         "tput": "out tok/s",
+        "answers": "answers",
     }
 
 
@@ -101,11 +114,11 @@ def _pooled_cell(value: float | None, std: float | None, n: int) -> str:
     return f"{value:.1f} ±{std:.1f} ({n})"
 
 
-def _rests(tail: int | None, n: int | None) -> str:
+def _rests(tail: float | None, n: int | None) -> str:
     return "-" if tail is None or n is None else rests_on(tail, n)
 
 
-def _cells(r: TierRecommendation, tail: int | None) -> dict[str, str]:
+def _cells(r: TierRecommendation, tail: float | None) -> dict[str, str]:
     return {
         "tier": f"c{r.concurrency}",
         "trial": "-" if r.trial is None else str(r.trial),
@@ -116,5 +129,20 @@ def _cells(r: TierRecommendation, tail: int | None) -> dict[str, str]:
         "gain": "-" if r.gain is None else f"{r.gain * 100:+.1f}%",
         "verdict": r.verdict or "-",
         "median_tpot": _num(r.metrics.get("median_tpot_ms")),
+        "p99_itl": _num(r.metrics.get("p99_itl_ms")),
+        "max_gap": _num(r.metrics.get("max_itl_ms"), ".0f"),
+        "p99_ttft": _num(r.metrics.get("p99_ttft_ms"), ".0f"),
         "tput": _num(r.metrics.get("output_throughput")),
+        "answers": agreement_cell(r.quality),
     }
+
+
+def agreement_cell(quality: dict[str, Any] | None) -> str:
+    """The pick's answers against the baseline's: ``5/8 97.7%`` (identical probes, token
+    agreement), the quality command's score ratio after it (``x0.98``); ``-``: not measured."""
+    agreed = (quality or {}).get("agreement")
+    if not agreed:
+        return "-"
+    cell = f"{agreed['identical']}/{agreed['probes']} {agreed['tokens']:.1%}"
+    ratio = (quality or {}).get("score_ratio")
+    return cell if ratio is None else f"{cell} x{ratio:.2f}"

@@ -17,7 +17,9 @@ from tuner.export.build import Export, TierExport
 from tuner.export.capacity_html import capacity_section
 from tuner.export.commands import serve_command
 from tuner.export.docker_run import image_of
+from tuner.export.importance import METHOD
 from tuner.export.plots import bars_html, pareto_svg
+from tuner.export.recommend_table import agreement_cell
 from tuner.export.report_hours import hours_html
 from tuner.score.tiers import FIGURE_KEYS, Point
 from tuner.space.params import Parameter
@@ -44,6 +46,9 @@ p.textContent='plots that did not render: '+bad.join(', ');document.body.prepend
 LABELS = {
     "median_tpot_ms": "median TPOT (ms)",
     "p99_tpot_ms": "p99 TPOT (ms)",
+    "p99_itl_ms": "p99 ITL (ms)",
+    "max_itl_ms": "longest gap (ms)",
+    "long_gaps": "gaps over the long-gap threshold",
     "p99_ttft_ms": "p99 TTFT (ms)",
     "output_throughput": "output throughput (tok/s)",
 }
@@ -175,22 +180,30 @@ def _range(low: Any, high: Any, log: bool) -> str:
 
 
 def _overview(export: Export) -> str:
+    """One row per tier: the pick, its objective beside the baseline's, the gain with the
+    verdict every other output gives (a gain is read with it, never coloured alone), and the
+    pick's smoothness and P99 TTFT beside it."""
     obj = export.data.objective
     rows: list[tuple[Any, ...]] = []
     for t in export.tiers:
         rec, base = t.tier.recommended, t.tier.baseline
         if rec is None:
-            rows.append((f"c{t.concurrency}", "none feasible", None, None, _Raw("-"), None, None))
+            rows.append((f"c{t.concurrency}", "none feasible", *[None] * 9, "-"))
             continue
+        gain = None if t.tier.gain is None else f"{t.tier.gain * 100:+.1f}%"
+        smooth = [figure(k, rec.metrics) for k in ("p99_itl_ms", "max_itl_ms", "p99_ttft_ms")]
         rows.append(
             (
                 f"c{t.concurrency}",
                 rec.trial,
                 figure(obj.key, rec.metrics),
                 figure(obj.key, base.metrics) if base else None,
-                gain_html(t.tier.gain),
+                gain,
+                t.tier.verdict,
+                *smooth,
                 rec.confirmations,
                 rec.spread * 100,
+                agreement_cell(rec.quality.to_json()),
             )
         )
     head = (
@@ -199,8 +212,13 @@ def _overview(export: Export) -> str:
         f"{obj.name} ({obj.unit})",
         "baseline",
         "gain",
+        "verdict",
+        LABELS["p99_itl_ms"],
+        LABELS["max_itl_ms"],
+        LABELS["p99_ttft_ms"],
         "measurements",
         "spread %",
+        "answers as the baseline's",
     )
     return _table(head, rows)
 
@@ -230,18 +248,22 @@ def _versus(t: TierExport, export: Export) -> str:
             change = (mine - ref) / ref if key == "output_throughput" else (ref - mine) / ref
         shown = figure(key, base.metrics) if base else None
         rows.append((LABELS[key], shown, figure(key, rec.metrics), gain_html(change)))
+    rows.append(("answers as the baseline's", "-", rec.quality.words(), _Raw("")))
     head = (
         "metric",
         f"baseline (trial {base.trial})" if base else "baseline",
         f"recommended (trial {rec.trial})",
         "change",
     )
-    changed = {k: v for k, v in rec.params.items() if base is None or base.params.get(k) != v}
-    note = ", ".join(f"{k}={v}" for k, v in changed.items()) or "same parameters as the baseline"
-    return (
-        _table(head, rows)
-        + f"<p>Settings that differ from the baseline: <code>{escape(note)}</code></p>"
-    )
+    return _table(head, rows) + _knobs(export, t.concurrency)
+
+
+def _knobs(export: Export, concurrency: int) -> str:
+    """Each knob the pick changes from the engine's default, with how its effect was measured."""
+    rec = export.recommendation(concurrency)
+    rows = [(f"{k}={n['value']}", n["words"]) for k, n in (rec.knobs if rec else {}).items()]
+    head = ("changed from the engine's default", "how its effect at this tier was measured")
+    return _table(head, rows) if rows else "<p>Every knob at the engine's default.</p>"
 
 
 def _front(t: TierExport) -> str:
@@ -249,11 +271,12 @@ def _front(t: TierExport) -> str:
     if not points:
         return '<p class="note">No feasible trial measured this tier.</p>'
     names = list(dict.fromkeys(k for p in points for k in p.params))
-    head = ["trial", *[LABELS[k] for k in FIGURE_KEYS], *names]
+    head = ["trial", *[LABELS[k] for k in FIGURE_KEYS], "answers", *names]
     rows = [
         [
             _trial_label(p, t),
             *[figure(k, p.metrics) for k in FIGURE_KEYS],
+            agreement_cell(p.quality.to_json()),
             *[str(p.params.get(n)) for n in names],
         ]
         for p in points
@@ -264,7 +287,11 @@ def _front(t: TierExport) -> str:
 def _trial_label(p: Point, t: TierExport) -> str:
     tags = [
         tag
-        for tag, on in (("recommended", t.tier.recommended is p), ("baseline", p.baseline))
+        for tag, on in (
+            ("recommended", t.tier.recommended is p),
+            ("baseline", p.baseline),
+            ("lower quality", p.lower_quality),
+        )
         if on
     ]
     return f"{p.trial} ({', '.join(tags)})" if tags else str(p.trial)
@@ -274,12 +301,11 @@ def _importance(t: TierExport, export: Export) -> str:
     imp = t.importance
     if not imp.values:
         return f'<p class="note">Not computed: {escape(imp.note)}.</p>'
-    what = (
-        f"PED-ANOVA importance: how much each parameter separates the best "
-        f"{imp.quantile * 100:.0f}% of the {imp.trials} feasible trials on "
-        f"{export.data.objective.name} at c{t.concurrency} from the rest"
+    what = METHOD.format(
+        top=imp.quantile, n=imp.trials, tier=t.concurrency, objective=export.data.objective.name
     )
-    return f'<p class="note">{what}.</p>' + bars_html(imp.values)
+    idle = f" Cannot act at this tier: {', '.join(imp.idle)}." if imp.idle else ""
+    return f'<p class="note">{escape(what)}.{escape(idle)}</p>' + bars_html(imp.values)
 
 
 def _failures(export: Export) -> str:

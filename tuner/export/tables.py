@@ -22,6 +22,8 @@ def trials_frame(export: Export) -> pd.DataFrame:
     by_number = {t.number: t for t in data.trials}
     extra = pd.DataFrame([_extra(by_number[int(n)], export) for n in frame["trial"]])
     frame["failure"] = frame["failure"].map(lambda s: export.redactor.scrub(str(s)))
+    # One column per name: the lineage repeats confirm_of and duplicate_of.
+    extra = extra.drop(columns=[c for c in extra.columns if c in frame.columns])
     return pd.concat([frame.reset_index(drop=True), extra], axis=1)
 
 

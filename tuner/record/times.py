@@ -25,6 +25,7 @@ class TrialTimes:
     tiers_s: dict[str, float] = field(default_factory=dict)  # by concurrency, as in ``tiers``
     compile_key: str | None = None  # the engine's compile-cache key, as its log names it
     compile_cached: bool | None = None  # whether that entry was there already
+    quality_s: float | None = None  # the probe answers and the space's quality command
 
     @property
     def launched(self) -> bool:
@@ -32,8 +33,8 @@ class TrialTimes:
 
     @property
     def benchmark_s(self) -> float:
-        """Warm-up and tiers: the time the engine served the benchmark."""
-        return (self.warmup_s or 0.0) + sum(self.tiers_s.values())
+        """Warm-up, tiers and quality checks: the time the engine served the benchmark."""
+        return (self.warmup_s or 0.0) + sum(self.tiers_s.values()) + (self.quality_s or 0.0)
 
     @property
     def total_s(self) -> float:
@@ -54,6 +55,7 @@ class TrialTimes:
             tiers_s={str(k): float(v) for k, v in (data.get("tiers_s") or {}).items()},
             compile_key=data.get("compile_key"),
             compile_cached=data.get("compile_cached"),
+            quality_s=_seconds(data.get("quality_s")),
         )
 
 

@@ -23,18 +23,28 @@ from optuna.trial import FrozenTrial, TrialState
 from objectives.objective import Objective
 from tuner.record.times import TrialTimes
 
-CONSTRAINT_KEYS = ("rules", "engine", "failed_requests", "slo")
+CONSTRAINT_KEYS = ("rules", "engine", "failed_requests", "slo", "quality")
+QUALITY = "quality"  # the constraint of a config answering below the space's quality floor
 RULES = "rules"  # failure_kind of a config refused by a rule before any launch
 
 _TIERS, _FEASIBLE, _TIER_OK = "tiers", "feasible", "tier_ok"
 _FAILURE, _FAILURE_KIND, _INTERRUPTED = "failure", "failure_kind", "interrupted"
 _BASELINE, _CONFIRM_OF, _DUPLICATE_OF = "baseline", "confirm_of", "duplicate_of"
 _REQUEUED_FROM, _REQUEUE_REASON = "requeued_from", "requeue_reason"
+_REVERT_OF = "revert_of"  # a pick with its knobs that did not matter back at their defaults
+_REVERT_KNOB = "revert_knob"  # the one knob such a launch tries at its default alone
+_REVERT_AT = "revert_at"  # the tier whose idle knobs such a launch put back
 _WARM_FROM = "warm_start_from"  # a warm start's queued pick: {"study": name, "trial": number}
 # The launch a config renders to, set once its params are all written and before any launch:
 # it identifies twins, and tells a lost trial's config from a fragment of a proposal.
 _FINGERPRINT, _COMMAND = "fingerprint", "engine_command"
 _TIMES = "times"  # a launch's start-up, warm-up and tiers in seconds (``TrialTimes``)
+# The launch's probe answers (``objectives.probes``) and its quality command's score.
+_ANSWERS, _QUALITY_SCORE = "answers", "quality_score"
+# Per tier measured in full: the objective's per-request values (seconds, request order), what
+# a later launch's requests are paired against (``objectives.race``).
+_REQUESTS = "requests"
+DECIDED_AFTER = "decided_after"  # a tier's key: the requests a tier stopped early rests on
 
 
 @dataclass
@@ -51,6 +61,9 @@ class TrialOutcome:
     # Per tier: served every request and met that tier's SLOs. A config that misses an SLO at
     # c40 can still be the best answer at c1, so recommendations read this, not `feasible`.
     tier_ok: dict[str, bool] = field(default_factory=dict)
+    answers: list[Any] | None = None  # the probe answers (None: not asked)
+    quality_score: float | None = None  # the space's quality command's score
+    requests: dict[str, list[float | None]] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:
@@ -87,6 +100,13 @@ class TrialRecord:
     engine_command: str | None
     times: TrialTimes | None  # None: nothing launched (a rule, a repeat) or an older study
     warm_from: dict[str, Any] | None = None  # the earlier study's trial this config was its pick
+    answers: list[Any] | None = None  # its probe answers (None: not asked, or an older study)
+    quality_score: float | None = None  # the space's quality command's score
+    lower_quality: bool = False  # the run judged it below the quality floor, as the sampler saw
+    requests: dict[str, list[float | None]] = field(default_factory=dict)
+    revert_of: int | None = None  # the pick this config is, with its idle knobs at the default
+    revert_knob: str | None = None  # the one knob tried alone (None: all idle knobs together)
+    revert_at: int | None = None  # the tier whose idle knobs it put back
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRecord:
@@ -109,6 +129,13 @@ class TrialRecord:
             engine_command=a.get(_COMMAND),
             times=TrialTimes.of(a.get(_TIMES)),
             warm_from=a.get(_WARM_FROM),
+            answers=a.get(_ANSWERS),
+            quality_score=_float_or_none(a.get(_QUALITY_SCORE)),
+            lower_quality=(trial.constraints or {}).get(QUALITY, 0.0) > 0,
+            requests=a.get(_REQUESTS) or {},
+            revert_of=_int_or_none(a.get(_REVERT_OF)),
+            revert_knob=a.get(_REVERT_KNOB),
+            revert_at=_int_or_none(a.get(_REVERT_AT)),
         )
 
     @property
@@ -146,6 +173,11 @@ class TrialRecord:
             "failure_kind": self.failure_kind,
             "duplicate_of": self.duplicate_of,
             "confirm_of": self.confirm_of,
+            # A launch of a pick with knobs back at their defaults: which pick, the tier whose
+            # idle knobs went back, and the one knob tried alone (empty: all of them together).
+            "revert_of": self.revert_of,
+            "revert_at": self.revert_at,
+            "revert_knob": self.revert_knob,
             "requeued_from": self.requeued_from,
             "interrupted": True if self.interrupted else None,
         }
@@ -158,6 +190,17 @@ class TrialRecord:
     def notes(self, concurrency: int) -> list[str]:
         """Why the tier left figures out (a steady-state window too short to measure)."""
         return [str(n) for n in self.tier(concurrency).get("notes") or []]
+
+    def decided_after(self, concurrency: int) -> int | None:
+        """The requests a tier stopped early rests on (``objectives.race``); None when it was
+        measured in full."""
+        n = self.tier(concurrency).get(DECIDED_AFTER)
+        return int(n) if isinstance(n, int | float) else None
+
+    def measured_in_full(self, concurrency: int) -> bool:
+        """Whether the tier was measured on every request the space asks for: only such a
+        tier may be a pick or a front point (a tier stopped early is a loser's estimate)."""
+        return bool(self.tier(concurrency)) and self.decided_after(concurrency) is None
 
     def feasible_at(self, concurrency: int) -> bool:
         """Whether the trial served every request of the tier and met that tier's SLOs."""
@@ -173,9 +216,20 @@ def feasible_at(trial: FrozenTrial, concurrency: int) -> bool:
     return TrialRecord.of(trial).feasible_at(concurrency)
 
 
+def is_baseline(trial: optuna.Trial) -> bool:
+    """Whether a running trial launches the baseline (the engine's own defaults)."""
+    return bool(trial.user_attrs.get(_BASELINE))
+
+
 def asks_fresh_launch(trial: optuna.Trial) -> bool:
     """Whether a running trial is a confirmation: never answered from an identical launch."""
     return trial.user_attrs.get(_CONFIRM_OF) is not None
+
+
+def measured_in_full(trial: optuna.Trial) -> bool:
+    """Whether a running trial must measure every tier in full: the baseline (the yardstick)
+    and confirmations (a pick's second launch) are never stopped early."""
+    return bool(trial.user_attrs.get(_BASELINE)) or asks_fresh_launch(trial)
 
 
 def write_launch(trial: optuna.Trial, fingerprint: str, command: str) -> None:
@@ -203,6 +257,12 @@ def write_outcome(trial: optuna.Trial, outcome: TrialOutcome) -> None:
     trial.set_user_attr(_TIER_OK, outcome.tier_ok)
     trial.set_user_attr(_FAILURE, outcome.failure)
     trial.set_user_attr(_FAILURE_KIND, outcome.failure_kind)
+    if outcome.answers is not None:
+        trial.set_user_attr(_ANSWERS, jsonable(outcome.answers))
+    if outcome.quality_score is not None:
+        trial.set_user_attr(_QUALITY_SCORE, outcome.quality_score)
+    if outcome.requests:
+        trial.set_user_attr(_REQUESTS, jsonable(outcome.requests))
 
 
 def write_tier_ok(trial: optuna.Trial, tier_ok: Mapping[str, bool]) -> None:
@@ -220,6 +280,8 @@ def copied_outcome(twin: FrozenTrial) -> TrialOutcome:
     out = TrialOutcome(values=list(twin.values), tiers=dict(rec.tiers))
     out.constraints = {k: float(twin.constraints.get(k, 0.0)) for k in CONSTRAINT_KEYS}
     out.tier_ok, out.failure, out.failure_kind = dict(rec.tier_ok), rec.failure, rec.failure_kind
+    out.answers, out.quality_score = rec.answers, rec.quality_score
+    out.requests = dict(rec.requests)
     return out
 
 
@@ -250,6 +312,18 @@ def confirm_attrs(root: int) -> dict[str, Any]:
     return {_CONFIRM_OF: root}
 
 
+def revert_attrs(pick: int, at: int | None = None, knob: str | None = None) -> dict[str, Any]:
+    """The user attrs of trial ``pick``'s config with the knobs idle at tier ``at`` back at
+    their defaults (with ``knob``: with that one knob at its default, on top of those it
+    already had)."""
+    attrs: dict[str, Any] = {_REVERT_OF: pick}
+    if at is not None:
+        attrs[_REVERT_AT] = at
+    if knob is not None:
+        attrs[_REVERT_KNOB] = knob
+    return attrs
+
+
 def requeue_attrs(trial: FrozenTrial, reason: str | None = None) -> dict[str, Any]:
     """The user attrs of a lost trial's config queued again: its roles carry over."""
     rec = TrialRecord.of(trial)
@@ -262,6 +336,8 @@ def requeue_attrs(trial: FrozenTrial, reason: str | None = None) -> dict[str, An
         attrs[_CONFIRM_OF] = rec.confirm_of
     if rec.warm_from is not None:
         attrs[_WARM_FROM] = rec.warm_from
+    if rec.revert_of is not None:  # still on top of the budget, still read as a reversion
+        attrs |= revert_attrs(rec.revert_of, rec.revert_at, rec.revert_knob)
     return attrs
 
 
@@ -287,6 +363,10 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):
         return value.item()
     return value
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _int_or_none(value: Any) -> int | None:

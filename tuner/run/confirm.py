@@ -1,34 +1,55 @@
 """Confirmation runs: the leading configs of every tier measured again on a fresh engine.
 
 One launch of a config is one draw of the engine's run-to-run noise, and the best of many draws
-is flattered by it. Once exploration is done, the baseline and the ``k`` configs with the best
-mean at each tier are launched once more, each on a new engine (a new trial: new start-up, new
-noise). A confirmation trial's record names the config's first measurement (``confirm_of``); it
-is never answered from the duplicate cache, does not count towards ``--trials``, and runs
-through the same claim / run / tell loop as every trial (``WorkerLoop.drain``). Confirmations
-can reshuffle a tier's leaders, so the pick is repeated (at most ``MAX_ROUNDS`` times) until
-every leader holds two launches. ``tuner.score.recommend`` then pools the launches of each
+is flattered by it. Once exploration is done, the baseline (the yardstick every verdict reads
+the noise against) and, at each tier whose pick is within the noise of a rival
+(``close_leaders``), the ``k`` configs with the best mean are launched once more, each on a new
+engine (a new trial: new start-up, new noise). A tier whose pick leads its runner-up by more
+than the noise is not confirmed: another draw would not change the pick, and a launch costs a
+whole start-up and every tier. A confirmation trial's record names the config's first
+measurement (``confirm_of``); it is never answered from the duplicate cache, does not count
+towards ``--trials``, and runs through the same claim / run / tell loop as every trial
+(``WorkerLoop.drain``). Confirmations can reshuffle a tier's leaders, so the pick is repeated
+(at most ``MAX_ROUNDS`` times) until every leader holds two launches. ``tuner.score.recommend``
+then pools the launches of each
 config and weighs its lead against the noise the repeats reveal.
+
+The same rounds launch each tier's leader once more with the knobs whose effect at that tier
+is not beyond the noise back at the engine's defaults (``tuner.score.revert``), where the
+space's rules allow: if it measures within the noise of the leader, it is the pick, and the
+recipe carries only the knobs that mattered. Where it measures worse and put back two knobs or
+more, the later rounds try those knobs one at a time (``tuner.score.narrow``), one launch per
+tier and round: at most one launch per knob put back, none once ``--timeout`` is spent, none
+without the tier's noise (so none with ``--confirm 0``).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
-from tuner.record.trial import TrialRecord, confirm_attrs
+from tuner.record.trial import TrialRecord, confirm_attrs, revert_attrs
 from tuner.run.context import DEFAULT_CONFIRM
+from tuner.run.eta import Clock
 from tuner.run.loop import WorkerLoop
 from tuner.score.eligible import Eligible, Policy
-from tuner.score.pooling import Config, configs
-from tuner.score.recommend import rank_score
+from tuner.score.pooling import Config, configs, noise_cv
+from tuner.score.recommend import leader, rank_score, tier_walk
+from tuner.score.revert import knob_effects, reverted
+from tuner.space.sample import violated_rules
+from tuner.space.schema import Space
 
 MAX_ROUNDS = 3
 LAUNCHES = 2  # launches a leading config should hold once confirmed
+# A pick and its runner-up are within the noise when they differ by at most NOISE_Z run-to-run
+# standard deviations; before any repeat shows the noise, it is taken as NOISE_FLOOR (the
+# simulated H200's launches of one config spread by about 1%).
+NOISE_Z = 2.0
+NOISE_FLOOR = 0.015
 
 __all__ = ["DEFAULT_CONFIRM", "confirm_leaders", "pending"]
 
@@ -44,6 +65,24 @@ def leaders(
     return [c for _, c in ranked[:k]]
 
 
+def close_leaders(
+    groups: Sequence[Config], objective: Objective, tier: int, k: int, policy: Policy
+) -> list[Config]:
+    """The pick at ``tier`` and its rivals within the noise of it, at most ``k``; none when
+    the pick leads every rival by more than the noise (or has no rival)."""
+    ranked = leaders(groups, objective, tier, max(k, 2), policy)  # a rival, even for k=1
+    if len(ranked) < 2:
+        return []
+    noise = NOISE_Z * max(noise_cv(groups, objective, tier) or 0.0, NOISE_FLOOR)
+    best = rank_score(ranked[0], objective, tier, None) or 0.0
+    close = [
+        c
+        for c in ranked[1:]
+        if abs((rank_score(c, objective, tier, None) or 0.0) - best) <= noise * abs(best)
+    ]
+    return [ranked[0], *close][:k] if close else []
+
+
 def pending(
     trials: Sequence[FrozenTrial],
     objective: Objective,
@@ -57,7 +96,9 @@ def pending(
     groups = list(configs(trials).values())
     policy = policy or Policy()
     wanted = {
-        c.root.number: c for tier in tiers for c in leaders(groups, objective, tier, k, policy)
+        c.root.number: c
+        for tier in tiers
+        for c in close_leaders(groups, objective, tier, k, policy)
     }
     wanted.update(
         {c.root.number: c for c in groups if c.is_baseline and any(map(c.feasible_at, tiers))}
@@ -71,6 +112,56 @@ def pending(
     return sorted(todo, key=lambda t: t.number)
 
 
+def reversions(
+    trials: Sequence[FrozenTrial], objective: Objective, space: Space, policy: Policy
+) -> list[tuple[int, int, dict[str, Any]]]:
+    """Per tier, its leader (by root trial) with the knobs whose effect is within the noise at
+    that tier back at their defaults: (leader, tier, config), once per leader and tier; none
+    where nothing would change, the rules forbid it, or that config was already measured."""
+    groups, defaults = list(configs(trials).values()), policy.defaults
+    done = {(r.revert_of, r.revert_at) for r in map(TrialRecord.of, trials) if not r.revert_knob}
+    seen = {repr(sorted(t.params.items())) for t in trials}
+    out = []
+    for tier in space.workload.tiers:
+        top = leader(groups, objective, tier, policy)
+        # A leader that tried one knob alone is a step of a walk that tells its knobs apart;
+        # a reversion with no tier (an older study) stood for every tier.
+        if top is None or defaults is None or top.root.revert_knob:
+            continue
+        if {(top.root.number, tier), (top.root.number, None)} & done:
+            continue
+        pick = dict(top.root.params)
+        cv = noise_cv(groups, objective, tier)
+        back = reverted(pick, knob_effects(groups, pick, objective, tier, defaults, cv), defaults)
+        key = repr(sorted(back.items()))
+        # Knobs that cannot act at the tier go back in the pick with no launch (it would
+        # measure the same engine at this tier): a launch only where an acting knob goes back.
+        acts = defaults.changed(back, tier) != defaults.changed(pick, tier)
+        if acts and key not in seen and not violated_rules(space, back):
+            out.append((top.root.number, tier, back))
+            seen.add(key)
+    return out
+
+
+def narrowings(
+    trials: Sequence[FrozenTrial], objective: Objective, space: Space, policy: Policy
+) -> list[tuple[int, str, dict[str, Any]]]:
+    """Per tier whose leader's knobs put back together measured worse, the next one to try
+    alone (``tuner.score.narrow``): (the config it is put back from, the knob, the config),
+    each config once, none already launched or queued."""
+    groups = list(configs(trials).values())
+    seen = {repr(sorted(t.params.items())) for t in trials}
+    out = []
+    for tier in space.workload.tiers:
+        w = tier_walk(groups, objective, tier, policy)
+        step = w.next if w is not None else None
+        if w is None or step is None or (key := repr(sorted(step.params.items()))) in seen:
+            continue
+        out.append((w.origin, step.knob, step.params))
+        seen.add(key)
+    return out
+
+
 def enqueue(study: optuna.Study, roots: Sequence[TrialRecord]) -> None:
     for root in roots:
         study.enqueue_trial(dict(root.params), user_attrs=confirm_attrs(root.number))
@@ -78,16 +169,31 @@ def enqueue(study: optuna.Study, roots: Sequence[TrialRecord]) -> None:
 
 def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
     """Confirm the leaders of every tier; returns how many confirmation launches were queued."""
-    objective, study = worker.objective, worker.study
-    tiers, queued, rounds = list(objective.ctx.space.workload.tiers), 0, 0
-    while not _past(deadline) and objective.stop_reason() is None:
+    objective, study, space = worker.objective, worker.study, worker.objective.ctx.space
+    tiers, queued, rounds = list(space.workload.tiers), 0, 0
+    while not _past(deadline, objective.clock) and objective.stop_reason() is None:
         with worker.j.lock.held():  # a second run on the study must see these as queued
             trials = study.get_trials(deepcopy=False)
-            todo = pending(
-                trials, objective.ctx.objective, tiers, k, Policy.of(objective.ctx.space)
-            )
+            todo = pending(trials, objective.ctx.objective, tiers, k, Policy.of(space))
             todo = todo if rounds < MAX_ROUNDS else []
             enqueue(study, todo)
+            back = reversions(trials, objective.ctx.objective, space, Policy.of(space))
+            back = back if rounds < MAX_ROUNDS else []
+            for root, tier, params in back:
+                study.enqueue_trial(params, user_attrs=revert_attrs(root, tier))
+            apart = narrowings(trials, objective.ctx.objective, space, Policy.of(space))
+            for root, knob, params in apart:
+                study.enqueue_trial(params, user_attrs=revert_attrs(root, knob=knob))
+        if back:
+            objective.report(
+                f"launching {len(back)} leading configs with their idle knobs at the engine's "
+                f"defaults: {', '.join(f'{root} (c{tier})' for root, tier, _ in back)}"
+            )
+        if apart:
+            objective.report(
+                "their idle knobs together measured worse: trying one at a time, "
+                + ", ".join(f"{root} with {knob} at its default" for root, knob, _ in apart)
+            )
         if todo:
             rounds += 1
             queued += len(todo)
@@ -103,5 +209,5 @@ def waiting(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() >= deadline
+def _past(deadline: float | None, clock: Clock) -> bool:
+    return deadline is not None and clock.now() >= deadline

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from objectives.objective import Objective, parse_objectives
 from objectives.workload import STALL_FLOOR_S
 from tuner.errors import SpaceError, StudyError
 from tuner.record.study import StudyRecord, write_trade_off, write_workload_files
-from tuner.run.preflight import check_engine
+from tuner.run.preflight import check_devices, check_engine
 from tuner.run.slots import SlotRequest
 from tuner.run.trial import TrialRunner
 from tuner.run.warm import WarmStart, load_warm_start
@@ -90,10 +91,10 @@ class StudySummary:
 def prepare(opts: RunOptions) -> StudyContext:
     """Validate the request; raises ``TunerError`` subclasses and writes nothing."""
     space = load_space(opts.space_path)
+    name = opts.study or default_study_name(space, Path(opts.space_path), opts.launcher)
     if opts.launcher and opts.launcher != space.target.kind:
         space = _retarget(space, opts.launcher, opts.space_path)
     objective, against = parse_objectives(opts.objective or space.study.objective or "")
-    name = opts.study or space.study.name or Path(opts.space_path).stem
     paths = StudyPaths.for_study(opts.results_dir, name)
     trials = opts.trials if opts.trials is not None else space.study.trials
     if trials < 1:
@@ -101,6 +102,7 @@ def prepare(opts: RunOptions) -> StudyContext:
     runner = TrialRunner(space, objective, space.study.ready_timeout_s)  # validates the target
     api_key(space)  # a key variable that is named but not set fails here, not in a trial
     warnings = check_engine(space, opts.space_path, getattr(runner.settings, "cwd", None))
+    warnings += check_devices(space)
     text = Path(opts.space_path).read_text(encoding="utf-8")  # load_space checked it decodes
     url = opts.storage or paths.default_storage_url
     confirm = DEFAULT_CONFIRM if opts.confirm is None else opts.confirm
@@ -147,12 +149,32 @@ def _warm_start(
     return load_warm_start(opts.warm_start, storage, opts.results_dir, space, objective)
 
 
+REHEARSAL_SUFFIX = "-sim"
+
+
+def default_study_name(space: Space, path: Path, launcher: str | None) -> str:
+    """The space's study name, or its file's stem; a rehearsal on the simulated engine of a
+    space that targets real hardware is a study of its own (``NAME-sim``), so the real night
+    that follows it on the same space never resumes what the simulator measured."""
+    name = space.study.name or path.stem
+    if launcher == "sim" and space.target.kind != "sim":
+        return name + REHEARSAL_SUFFIX
+    return name
+
+
 def _retarget(space: Space, kind: str, path: Path) -> Space:
     if kind != "sim":
         raise SpaceError(
             f"{path}: --launcher {kind}: the space's target is '{space.target.kind}' and only "
             "'sim' can replace it (the settings of any other kind belong in the space's target)"
         )
+    return simulated(space)
+
+
+def simulated(space: Space) -> Space:
+    """``space`` on its simulated stand-in: the target its ``sim:`` settings describe."""
+    if space.target.kind == "sim":
+        return space
     target = TargetSpec(kind="sim", **(space.sim or {}))
     return space.model_copy(update={"target": target})
 
@@ -179,6 +201,12 @@ def open_study(
     )
     if _check_or_record(study, ctx, tiers) and (aside := set_aside_trials(ctx.paths.root)):
         report(f"an earlier study's trial folders of this name were moved to {aside}")
+    # optuna-dashboard names each objective by these ("p99_tpot c20"), not "Objective 3".
+    names = [f"{ctx.objective.name} c{t}" for t in tiers]
+    if study.metric_names != names:
+        with warnings.catch_warnings():  # experimental in optuna since 3.2, stable in use
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(names)
     return study
 
 
@@ -209,14 +237,26 @@ def _check_or_record(study: optuna.Study, ctx: StudyContext, tiers: list[int]) -
             f"{ctx.objective.name!r}; use --study NEW_NAME for a new study"
         )
     if record.space_digest != digest:
-        raise StudyError(
-            f"study {ctx.name!r} was created from a different space (parameters, rules, target "
-            "or workload changed); use --study NEW_NAME for a new study"
-        )
+        raise StudyError(_changed_space(ctx, record))
     _check_files(ctx, record, files, study)
     if (record.trade_off or []) != [o.name for o in ctx.against]:
         write_trade_off(study, [o.name for o in ctx.against])
     return False
+
+
+def _changed_space(ctx: StudyContext, record: StudyRecord) -> str:
+    """Why a stored study cannot be resumed with this space, and the ways on."""
+    made, now = record.target_kind, ctx.space.target.kind
+    if made and made != now:
+        return (
+            f"study {ctx.name!r} was made with the {made!r} launcher, and this run launches "
+            f"{now!r}: pass --launcher {made} to resume it, or --study NEW_NAME for a study "
+            f"on {now!r}"
+        )
+    return (
+        f"study {ctx.name!r} was created from a different space (parameters, rules, target "
+        "or workload changed); use --study NEW_NAME for a new study"
+    )
 
 
 def _check_files(
@@ -250,7 +290,11 @@ def _check_warm_start(ctx: StudyContext, record: StudyRecord) -> None:
 
 # Not in the digest at these values: when a silent engine counts as hung, and the whole-tier
 # measurement that was the only one before steady_state.
-LATER_WORKLOAD_DEFAULTS = {"stall_floor_s": STALL_FLOOR_S, "steady_state": False}
+LATER_WORKLOAD_DEFAULTS: dict[str, object] = {
+    "stall_floor_s": STALL_FLOOR_S,
+    "steady_state": False,
+    "client_cpus": [],
+}
 
 
 def _space_digest(space: Space) -> str:

@@ -144,8 +144,8 @@ class WorkerLoop:
             self._run(trial)
 
     def _must_stop(self, deadline: float | None, report: Report) -> bool:
-        if deadline is not None and time.monotonic() >= deadline:
-            report("timeout: no new trials are started")
+        if deadline is not None and self.objective.clock.now() >= deadline:
+            report(f"timeout{self.objective.clock.unit}: no new trials are started")
             return True
         if (why := self.objective.stop_reason()) is not None:
             report(f"stopping: {why}")
@@ -195,7 +195,9 @@ class WorkerLoop:
                 "elsewhere; staying until they finish in case one must run again"
             )
             self.waiting_reported = True
+        began = time.monotonic()
         time.sleep(self.poll_s)
+        self.objective.clock.waited(time.monotonic() - began)
 
     def _run(self, trial: optuna.Trial) -> None:
         interval = self.j.storage.get_heartbeat_interval() or 30

@@ -25,10 +25,12 @@ from tuner.record.trial import (
     baseline_attrs,
     copied_outcome,
     infeasible,
+    is_baseline,
     lost_params,
     mark_duplicate,
     mark_failed,
     mark_interrupted,
+    measured_in_full,
     requeue_attrs,
     write_launch,
     write_outcome,
@@ -36,11 +38,14 @@ from tuner.record.trial import (
     write_times,
 )
 from tuner.run.context import StudyContext
-from tuner.run.eta import eta_note
+from tuner.run.eta import WALL, Clock, eta_note
+from tuner.run.quality import gate_outcome
+from tuner.run.race import race_for
 from tuner.run.signals import why_stopped
 from tuner.run.slots import Slot
 from tuner.run.trial import TrialRunner
 from tuner.run.warm import WarmStart, queue_picks
+from tuner.score.quality import Gate
 from tuner.space import render_engine_config
 from tuner.space.sample import rules_violation, suggest, violated_rules
 from tuner.space.schema import Space
@@ -62,9 +67,11 @@ class StudyObjective:
         report: Report,
         slot: Slot | None = None,
         deadline: float | None = None,
+        clock: Clock = WALL,
     ) -> None:
         self.ctx, self.study, self.report, self.slot = ctx, study, report, slot
-        self.deadline = deadline  # time.monotonic() when no new trial starts (--timeout)
+        self.deadline = deadline  # clock.now() when no new trial starts (--timeout)
+        self.clock = clock
         self.runner = TrialRunner(
             ctx.space, ctx.objective, ctx.space.study.ready_timeout_s, ctx.space_path.parent
         )
@@ -122,8 +129,13 @@ class StudyObjective:
                 devices=self.slot.devices,
                 labels=labels,
             )
+        done = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        race = race_for(self.ctx.space, self.ctx.objective, done, measured_in_full(trial))
         with staged_dir(self.ctx.paths.trial_dir(trial.number)) as trial_dir:
-            return self.runner.run(config, trial_dir, on_tier, times)
+            out = self.runner.run(config, trial_dir, on_tier, times, race)
+        done = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        gate_outcome(out, done, Gate.of(self.ctx.space), is_baseline(trial))
+        return out
 
     def _measured_twin(self, trial: optuna.Trial, config: EngineConfig) -> FrozenTrial | None:
         # Distinct parameter values can render to the same launch (an 'off' value makes other
@@ -159,7 +171,7 @@ class StudyObjective:
     def record(self, study: optuna.Study, trial: FrozenTrial) -> None:
         """Progress line, table refresh and the streaks the stop rule reads (a FAIL's config
         was queued again by the worker loop as it told the trial)."""
-        self.report(trial_line(trial, self.ctx, study, self.deadline))
+        self.report(trial_line(trial, self.ctx, study, self.deadline, self.clock))
         if trial.state == TrialState.FAIL and not TrialRecord.of(trial).interrupted:
             self.infra_streak += 1
         elif trial.state == TrialState.COMPLETE:
@@ -186,9 +198,10 @@ def counts_toward_budget(trial: FrozenTrial) -> bool:
 
 
 def in_budget(trial: FrozenTrial) -> bool:
-    """Whether a trial uses up the budget (``--trials``): a launch, and not a confirmation
-    (confirmations are launched on top of the budget)."""
-    return counts_toward_budget(trial) and TrialRecord.of(trial).confirm_of is None
+    """Whether a trial uses up the budget (``--trials``): a launch, and not a confirmation or a
+    pick's reversion (both are launched on top of the budget)."""
+    r = TrialRecord.of(trial)
+    return counts_toward_budget(trial) and r.confirm_of is None and r.revert_of is None
 
 
 def finished_count(study: optuna.Study) -> int:
@@ -197,11 +210,15 @@ def finished_count(study: optuna.Study) -> int:
 
 
 def trial_line(
-    trial: FrozenTrial, ctx: StudyContext, study: optuna.Study, deadline: float | None = None
+    trial: FrozenTrial,
+    ctx: StudyContext,
+    study: optuna.Study,
+    deadline: float | None = None,
+    clock: Clock = WALL,
 ) -> str:
     """What one finished trial measured, then when the budget will be met (``eta_note``)."""
     done = finished_count(study)
-    return _outcome_line(trial, ctx, done) + eta_note(study, ctx.trials - done, deadline)
+    return _outcome_line(trial, ctx, done) + eta_note(study, ctx.trials - done, deadline, clock)
 
 
 def _outcome_line(trial: FrozenTrial, ctx: StudyContext, done: int) -> str:
@@ -211,6 +228,11 @@ def _outcome_line(trial: FrozenTrial, ctx: StudyContext, done: int) -> str:
         head += " baseline"
     if r.confirm_of is not None:
         head += f" confirms {r.confirm_of}"
+    if r.revert_of is not None and r.revert_knob is not None:
+        head += f" is {r.revert_of} with {r.revert_knob} (and knobs put back before) at default"
+    elif r.revert_of is not None:
+        at = "" if r.revert_at is None else f" at c{r.revert_at}"
+        head += f" is {r.revert_of} with its knobs idle{at} at their defaults"
     if r.warm_from is not None:
         head += f" {r.warm_from.get('study')}'s pick (its trial {r.warm_from.get('trial')})"
     if not r.complete:

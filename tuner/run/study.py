@@ -10,16 +10,15 @@ stop rules and re-queue rules; several slots are one worker process each.
 
 from __future__ import annotations
 
-import time
-
 from tuner.export.recommend_table import format_recommendations
 from tuner.run.confirm import confirm_leaders
 from tuner.run.context import RunOptions, StudyContext, StudySummary, prepare
-from tuner.run.eta import plan_note
+from tuner.run.eta import WALL, Clock, plan_note, run_clock
 from tuner.run.join import identity, join_study, run_options
 from tuner.run.loop import Joined, WorkerLoop
 from tuner.run.objective import Report, StudyObjective, finished_count, write_results
 from tuner.run.parallel import run_study_in_slots
+from tuner.run.plan import space_plan
 from tuner.run.signals import TIME_UP, TimeUp, deadline_alarm, sigterm_as_interrupt
 from tuner.run.slots import Slot, plan_slots
 from tuner.storage.urls import redact
@@ -38,16 +37,22 @@ def run_study(opts: RunOptions, report: Report = print) -> StudySummary:
     if len(slots) > 1:  # one worker process per slot (see tuner.run.parallel)
         joined, ran = run_study_in_slots(ctx, opts, slots, report)
         return _summary(joined, report, ran.interrupted)
-    deadline = None if ctx.timeout_s is None else time.monotonic() + ctx.timeout_s
     interrupted = False
     stopped: str | None = None
     with sigterm_as_interrupt():
         joined = join_study(run_options(ctx, opts), report, ctx)
+        # On the simulated engine --timeout reads the hardware's clock: a rehearsal plans the
+        # node's night, and a launch takes seconds here, so no alarm cuts one short.
+        clock = run_clock(joined.study, ctx.space.target.kind == "sim")
+        deadline = None if ctx.timeout_s is None else clock.now() + ctx.timeout_s
         done = finished_count(joined.study)
-        report(opening_line(ctx, done) + plan_note(joined.study, ctx.trials - done, ctx.timeout_s))
+        left = ctx.trials - done
+        report(opening_line(ctx, done) + plan_note(joined.study, left, ctx.timeout_s, clock))
+        if plan := space_plan(ctx, joined.study, left, clock):
+            report(plan)
         try:
-            with deadline_alarm(deadline):
-                stopped = _run_here(joined, slots[0], deadline, report)
+            with deadline_alarm(None if clock.hardware else deadline):
+                stopped = _run_here(joined, slots[0], deadline, report, clock)
         except TimeUp:
             report(TIME_UP)
         except KeyboardInterrupt:
@@ -81,11 +86,13 @@ def opening_line(ctx: StudyContext, done: int) -> str:
     )
 
 
-def _run_here(joined: Joined, slot: Slot, deadline: float | None, report: Report) -> str | None:
+def _run_here(
+    joined: Joined, slot: Slot, deadline: float | None, report: Report, clock: Clock = WALL
+) -> str | None:
     """The budget through the one claim / run / tell loop every worker runs, then, once it is
     met, the leaders of every tier launched again. Returns why it stopped short through a
     fault to fix (``StudyObjective.failed_stop``), else None."""
-    objective = StudyObjective(joined.ctx, joined.study, report, slot, deadline)
+    objective = StudyObjective(joined.ctx, joined.study, report, slot, deadline, clock)
     worker = WorkerLoop(joined, objective, identity(slot), poll_s=POLL_S)
     if worker.run(deadline, report).done:  # explored in full: confirm the leaders
         confirm_leaders(worker, joined.ctx.confirm, deadline)

@@ -16,16 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from launchers import Launcher, launcher_class
+from objectives.affinity import client_limit_reason
 from objectives.endpoint import Endpoint
 from objectives.metrics import SLO, merge_failures
 from objectives.objective import Objective
+from objectives.race import Race, series_of
 from objectives.result import TierResult
 from objectives.runner import run_benchmark
 from tuner.engine import EngineConfig
 from tuner.errors import FailureKind, InfraError, LaunchError
 from tuner.record.times import TrialTimes
-from tuner.record.trial import TrialOutcome, infeasible
+from tuner.record.trial import DECIDED_AFTER, TrialOutcome, infeasible
 from tuner.run.leftovers import noted_engines
+from tuner.run.quality import QualityRun, check_quality
 from tuner.space.load import settings_of
 from tuner.space.schema import Space
 from tuner.storage.results import write_json, write_trial_config
@@ -58,11 +61,14 @@ class TrialRunner:
         trial_dir: Path,
         on_tier: Callable[[TierResult], None] | None = None,
         times: TrialTimes | None = None,
+        race: Race | None = None,
     ) -> TrialOutcome:
         """Launch, benchmark every tier, stop. Faults not the config's raise ``InfraError``.
 
         ``times`` is filled in as each phase ends, so the caller keeps what a launch that
-        failed or was interrupted midway had spent."""
+        failed or was interrupted midway had spent. With a ``race`` a tier where the launch is
+        out of contention stops early (``objectives.race``); without one, every tier is
+        measured in full (the baseline, confirmations)."""
         write_trial_config(trial_dir, config)
         results: list[TierResult] = []
         times = times if times is not None else TrialTimes()
@@ -81,10 +87,25 @@ class TrialRunner:
         try:
             with self.serving(config, trial_dir, times) as endpoint:
                 workload, slos = self.space.workload, self.space.slos
-                run_benchmark(endpoint, workload, slos, keep, self.base_dir, on_warmup=warmed)
+                run_benchmark(
+                    endpoint, workload, slos, keep, self.base_dir, on_warmup=warmed, race=race
+                )
+                quality = self._answers(endpoint, results, trial_dir)
+                times.quality_s = quality.seconds if quality is not None else 0.0
         except LaunchError as err:  # the config's fault; an InfraError is not, and goes on up
             return self._failed(err, results)
-        return self.outcome(results)
+        return self.outcome(results, quality)
+
+    def _answers(
+        self, endpoint: Endpoint, results: Sequence[TierResult], trial_dir: Path
+    ) -> QualityRun | None:
+        """After the tiers, on the same engine: how it answers (``tuner.run.quality``). Not
+        after a tier whose requests failed: the launch fails on them, the config's fault, and
+        its engine may be gone, which would read as a fault of the probes."""
+        if any(int(r.metrics.get("failed", 0)) for r in results):
+            return None
+        workload = self.space.workload
+        return check_quality(endpoint, self.space.quality, workload, trial_dir, self.base_dir)
 
     @contextmanager
     def serving(
@@ -120,13 +141,18 @@ class TrialRunner:
             times.startup_s = startup.seconds
             times.compile_key, times.compile_cached = startup.compile_key, startup.compile_cached
 
-    def outcome(self, results: Sequence[TierResult]) -> TrialOutcome:
-        """Objective values and constraints from every tier's results."""
-        if any(r.client_saturated for r in results):
-            raise InfraError("the benchmark client, not the engine, limited a tier")
+    def outcome(
+        self, results: Sequence[TierResult], quality: QualityRun | None = None
+    ) -> TrialOutcome:
+        """Objective values and constraints from every tier's results (and the launch's
+        answers, which the run loop sets against the baseline's)."""
+        if why := client_limit_reason(results, self.space.workload.client_cpus):
+            raise InfraError(why)
         tiers = {str(r.concurrency): _tier_data(r) for r in results}
         values = [self._value(tiers.get(str(c)), c) for c in self.tiers]
-        out = TrialOutcome(values=values, tiers=tiers)
+        out = TrialOutcome(values=values, tiers=tiers, requests=self._requests(results))
+        if quality is not None:
+            out.answers, out.quality_score = quality.answers, quality.score
         out.tier_ok = {
             str(c): any(r.concurrency == c and _tier_ok(r) for r in results) for c in self.tiers
         }
@@ -143,6 +169,18 @@ class TrialRunner:
             out.failure = "missed SLO: " + ("; ".join(missed) or "a tier has no measurement")
             out.failure_kind = "slo"
         return out
+
+    def _requests(self, results: Sequence[TierResult]) -> dict[str, list[float | None]]:
+        """Per tier measured in full, the objective's per-request values (seconds, rounded to
+        a microsecond): what later launches race against."""
+        name = series_of(self.objective.key)
+        if name is None:
+            return {}
+        return {
+            str(r.concurrency): [None if v is None else round(v, 6) for v in r.requests[name]]
+            for r in results
+            if r.decided_after is None and name in r.requests
+        }
 
     def _value(self, metrics: Mapping[str, Any] | None, concurrency: int) -> float:
         """The tier's value as the sampler is told it: the objective, charged for users the
@@ -198,6 +236,8 @@ def _tier_ok(result: TierResult) -> bool:
 
 def _tier_data(result: TierResult) -> dict[str, Any]:
     data: dict[str, Any] = dict(result.metrics)
+    if result.decided_after is not None:
+        data[DECIDED_AFTER] = result.decided_after
     if result.failures:
         data["failure_reasons"] = dict(result.failures)
     if result.server:

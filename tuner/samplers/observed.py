@@ -101,11 +101,13 @@ def design(
 
 
 def _ok_at(t: FrozenTrial, n: int, tiers: Sequence[int] | None) -> list[bool]:
-    """Per tier, whether the trial's value there is one to learn from: finite, and feasible
-    at that tier (its own SLOs met, every request served) when the trial says so per tier,
-    else feasible as a whole."""
+    """Per tier, whether the trial's value there is one to learn from: finite, answering above
+    the quality floor, and feasible at that tier (its own SLOs met, every request served) when
+    the trial says so per tier, else feasible as a whole."""
     finite = [_finite(v) for v in (t.values or [None] * n)]
     r = TrialRecord.of(t)
+    if r.lower_quality:  # answers below the quality floor: a failure at every tier
+        return [False] * n
     if tiers is not None and r.tier_ok and len(tiers) == n:
         return [f and r.feasible_at(c) for f, c in zip(finite, tiers, strict=True)]
     whole = _feasible(t) and all(finite)

@@ -6,12 +6,19 @@ asks two more things of a pick, and ``Policy`` encodes them:
 - it must not win by queueing users: a config whose server held users back at the tier (it
   never ran them all at once while requests waited, ``users_held`` > 0) may win that tier only
   where the space sets SLOs for it, so that the wait is bounded and the SLO line is the proof,
-  and only if its users wait for their first token no longer than where the fewest are held:
-  its median TTFT is within ``HELD_TTFT_RATIO`` of the best eligible config that held the
-  fewest users, none where one seated them all (a P99 TTFT limit alone lets a seat limit
-  through, as the last of a burst waits anyway);
+  and only if holding them cost nothing a user or the operator sees, against the configs that
+  held the fewest users (none, where one seated them all): its P99 TTFT is within the noise of
+  the best of theirs, and its output throughput is not below the best of theirs beyond the
+  noise. Queueing shows in the tail, not the median: 8 of 40 users held made the last of a
+  burst wait 48 s where a seated config kept them to 25 s, with the median much the same. The
+  noise is each figure's run-to-run spread over the configs launched twice at the tier
+  (``tuner.score.pooling.noise_cv``), ``QUEUE_Z`` standard errors of the difference; until a
+  config has been launched twice it is unknown, and no held config is let through;
 - it must not give up most of a replica's capacity for latency: its output throughput reaches
-  ``throughput_floor`` of the best a feasible config reached at the tier.
+  ``throughput_floor`` of the best a feasible config reached at the tier;
+- it must answer as the baseline does: where the space's quality gate is on, a config below
+  its floor (``tuner.score.quality``) is lower quality, set apart before anything else, and
+  its throughput sets no floor for the others (it is not one to deploy).
 
 The pick is then the eligible config with the best pooled objective: a point of the tier's
 front of objective against throughput among the eligible configs (``tuner.score.tiers``).
@@ -19,18 +26,22 @@ front of objective against throughput among the eligible configs (``tuner.score.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from objectives.metrics import SLO
-from tuner.score.pooling import Config
+from objectives.objective import get_objective
+from tuner.score.pooling import Config, noise_cv
+from tuner.score.quality import Gate, config_quality
+from tuner.score.revert import SEAT_FLAG, Defaults
+from tuner.space.rules import Rule
 from tuner.space.schema import Space
 
-THROUGHPUT = "output_throughput"
-TTFT = "median_ttft_ms"
-# Queueing shows as a median TTFT several times the seated configs' (5x at 20 users with 16
-# seats on the H200 space); 1.25 leaves room for run-to-run noise.
-HELD_TTFT_RATIO = 1.25
+P99_TTFT = get_objective("p99_ttft")
+OUTPUT = get_objective("output_throughput")
+THROUGHPUT, TTFT = OUTPUT.key, P99_TTFT.key
+QUEUE_Z = 2.0  # standard errors of a difference beyond which it is no longer noise
 
 
 @dataclass(frozen=True)
@@ -40,13 +51,24 @@ class Policy:
     throughput_floor: float = 0.0
     slo_tiers: frozenset[int] = frozenset()  # tiers at least one of the space's SLOs covers
     slo_text: dict[int, str] = field(default_factory=dict)  # per tier, its SLOs in words
+    gate: Gate = field(default_factory=Gate)  # the quality floor
+    defaults: Defaults | None = None  # the engine's defaults: a knob that did nothing goes back
+    rules: tuple[Rule, ...] = ()  # the space's rules: a knob goes back only where they allow
+
+    def allows(self, params: Mapping[str, Any]) -> bool:
+        """Whether a config keeps every rule of the space (so it may be launched)."""
+        return all(rule.holds(params) for rule in self.rules)
 
     @classmethod
     def of(cls, space: Space) -> Policy:
         tiers = list(space.workload.tiers)
         covered = {t: [s for s in space.slos if s.applies_to(t)] for t in tiers}
         text = {t: ", ".join(_slo_words(s) for s in slos) for t, slos in covered.items() if slos}
-        return cls(space.study.throughput_floor, frozenset(text), text)
+        params = space.parameters
+        caps = frozenset(n for n, p in params.items() if p.flag == SEAT_FLAG)
+        defaults = Defaults({n: p.default for n, p in params.items()}, caps)
+        floor, rules = space.study.throughput_floor, tuple(space.parsed_rules())
+        return cls(floor, frozenset(text), text, Gate.of(space), defaults, rules)
 
 
 def _slo_words(slo: SLO) -> str:
@@ -64,16 +86,20 @@ class Eligible:
     best_throughput: float | None
     held: list[Config] = field(default_factory=list)
     below_floor: list[Config] = field(default_factory=list)
-    queued: list[Config] = field(default_factory=list)  # held, and users waited longer for it
-    seated_ttft: float | None = None  # best median TTFT of those that held the fewest users
+    queued: list[Config] = field(default_factory=list)  # held, and it cost TTFT or throughput
+    lower_quality: list[Config] = field(default_factory=list)  # below the quality floor
+    seated_ttft: float | None = None  # best P99 TTFT of those that held the fewest users
+    seated_throughput: float | None = None  # best output throughput of those
     seated_held: float = 0.0  # the fewest users an eligible config held
 
     @classmethod
     def at(cls, groups: Sequence[Config], tier: int, policy: Policy) -> Eligible:
         feasible = [c for c in groups if c.feasible_at(tier)]
+        lower = lower_quality(groups, policy.gate)
+        feasible = [c for c in feasible if c not in lower]
         tputs = [t for c in feasible if (t := throughput(c, tier)) is not None]
         best = max(tputs) if tputs else None
-        out = cls(tier, [], best)
+        out = cls(tier, [], best, lower_quality=[c for c in lower if c.feasible_at(tier)])
         for c in feasible:
             if holds_users(c, tier) and tier not in policy.slo_tiers:
                 out.held.append(c)
@@ -81,27 +107,58 @@ class Eligible:
                 out.below_floor.append(c)
             else:
                 out.configs.append(c)
-        out._drop_queueing(tier)
+        out._drop_queueing(groups)
         return out
 
-    def _drop_queueing(self, tier: int) -> None:
-        """Configs that held more users than the fewest any eligible config held, with a
-        median TTFT beyond ``HELD_TTFT_RATIO`` of the best of those that held the fewest."""
-        held = {c.root.number: users_held(c, tier) for c in self.configs}
+    def _drop_queueing(self, groups: Sequence[Config]) -> None:
+        """Configs that held more users than the fewest any eligible config held, unless their
+        P99 TTFT and throughput are within the noise of the best of those that held the fewest."""
+        held = {c.root.number: users_held(c, self.tier) for c in self.configs}
         if not held or max(held.values()) == 0:
             return
-        fewest = min(held.values())
-        seated = [t for c in self.configs if held[c.root.number] == fewest and (t := ttft(c, tier))]
-        if not seated:
-            return
-        self.seated_ttft, self.seated_held = min(seated), fewest
-        limit = HELD_TTFT_RATIO * self.seated_ttft
+        self.seated_held = min(held.values())
+        seated = [c for c in self.configs if held[c.root.number] == self.seated_held]
+        ttfts = [v for c in seated if (v := ttft(c, self.tier)) is not None]
+        tputs = [v for c in seated if (v := throughput(c, self.tier)) is not None]
+        self.seated_ttft = min(ttfts, default=None)
+        self.seated_throughput = max(tputs, default=None)
+        if self.seated_ttft is None or self.seated_throughput is None:
+            return  # no figure to judge by (a tier that records neither)
+        noise = {o.key: noise_cv(groups, o, self.tier) for o in (P99_TTFT, OUTPUT)}
         self.queued = [
             c
             for c in self.configs
-            if held[c.root.number] > fewest and (ttft(c, tier) or 0.0) > limit
+            if held[c.root.number] > self.seated_held and not self._costs_nothing(c, noise)
         ]
         self.configs = [c for c in self.configs if c not in self.queued]
+
+    def _costs_nothing(self, c: Config, noise: dict[str, float | None]) -> bool:
+        """Whether held config ``c``'s P99 TTFT and throughput are within the noise of the
+        seated configs' best (one launch of theirs assumed: the least sure comparison)."""
+        mine_ttft, mine_tput = ttft(c, self.tier), throughput(c, self.tier)
+        if mine_ttft is None or mine_tput is None:
+            return False
+        ttft_slack = _allowed(noise[TTFT], len(c.runs))
+        tput_slack = _allowed(noise[THROUGHPUT], len(c.runs))
+        if ttft_slack is None or tput_slack is None:
+            return False  # the noise is unknown until a config is launched twice
+        assert self.seated_ttft is not None and self.seated_throughput is not None
+        return mine_ttft <= self.seated_ttft * (
+            1 + ttft_slack
+        ) and mine_tput >= self.seated_throughput * (1 - tput_slack)
+
+
+def _allowed(cv: float | None, launches: int) -> float | None:
+    """The relative difference the noise explains between ``launches`` and one launch."""
+    return None if cv is None else QUEUE_Z * cv * (1 / max(launches, 1) + 1) ** 0.5
+
+
+def lower_quality(groups: Sequence[Config], gate: Gate) -> list[Config]:
+    """The configs below the quality floor (none where the gate is off)."""
+    if not gate.on:
+        return []
+    base = next((c for c in groups if c.is_baseline), None)
+    return [c for c in groups if config_quality(c, base, gate).below]
 
 
 def throughput(c: Config, tier: int) -> float | None:
@@ -109,6 +166,7 @@ def throughput(c: Config, tier: int) -> float | None:
 
 
 def ttft(c: Config, tier: int) -> float | None:
+    """The pooled P99 TTFT (ms): queueing shows in the tail of a burst, not its median."""
     return c.mean_metrics(tier, (TTFT,)).get(TTFT)
 
 

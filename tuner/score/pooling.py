@@ -37,8 +37,10 @@ class Config:
         return self.runs[0]
 
     def feasible_at(self, tier: int) -> bool:
-        """Feasible at ``tier`` only if every launch was: one that failed once is not trusted."""
-        return all(t.feasible_at(tier) for t in self.runs)
+        """Feasible at ``tier`` only if every launch was, on every request the space asks for:
+        one that failed once is not trusted, and a tier stopped early once its launch was out
+        of contention (``objectives.race``) is a loser's estimate, never a pick or front point."""
+        return all(t.feasible_at(tier) and t.measured_in_full(tier) for t in self.runs)
 
     @property
     def is_baseline(self) -> bool:

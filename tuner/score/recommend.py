@@ -32,10 +32,23 @@ from optuna.trial import FrozenTrial
 from objectives.objective import Objective, front_axes
 from objectives.tails import samples_key, with_counts
 from tuner.score.eligible import Eligible, Policy
+from tuner.score.evidence import knob_notes
+from tuner.score.narrow import Walk, walk
 from tuner.score.pooling import Config, configs, noise_cv, spread
-from tuner.score.why import choice_line
+from tuner.score.quality import config_quality
+from tuner.score.revert import knob_effects, simplest
+from tuner.score.why import Leader, choice_line
 
-SHOWN_METRICS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
+# Smoothness beside TPOT: a TPOT averages a stall over the answer, the longest gap shows it.
+SHOWN_METRICS = (
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "p99_itl_ms",
+    "max_itl_ms",
+    "long_gaps",
+    "p99_ttft_ms",
+    "output_throughput",
+)
 RANK_Z = 1.0
 VERDICT_Z = 2.0
 
@@ -67,6 +80,17 @@ class TierRecommendation:
     choice: str = ""  # one line: what the pick gave up for what, and what was left out
     users_held: float | None = None  # users the pick's server never ran at once (0: none)
     preemptions: float | None = None
+    quality: dict[str, Any] | None = None  # the pick against the baseline (``Quality.to_json``)
+    # Each knob the pick changes from the engine's default: its estimated effect at the tier
+    # (tuner.score.revert): value, relative change of the objective, error, beyond the noise.
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The same knobs, each with how its effect was measured (tuner.score.evidence): value,
+    # measured_by (reversion / regression / untested / unmeasured), change, words. Every
+    # export shows these words.
+    knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Knobs the measured config set that cannot act at the tier, with the value it measured
+    # with: the pick carries them at the engine's default.
+    idle: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,17 +123,25 @@ def _recommend_tier(
     cv = noise_cv(groups, objective, tier)
     rec = TierRecommendation(concurrency=tier, trial=None, noise_cv=cv)
     pool = Eligible.at(groups, tier, policy)
-    best = _best(pool.configs, objective, tier, cv)
+    lead = best = _best(pool.configs, objective, tier, cv)
+    if best is not None and policy.defaults is not None:
+        told = walk(groups, best, pool.configs, objective, tier, policy, cv)
+        best = simplest(best, pool.configs, objective, tier, policy.defaults, cv)
+        effects = knob_effects(groups, best.root.params, objective, tier, policy.defaults, cv)
+        rec.effects = {k: asdict(e) for k, e in effects.items()}
+        rec.params, rec.idle = _deployed(best.root.params, tier, policy)
+        rec.knobs = knob_notes(rec.params, effects, told, objective, policy.defaults, cv)
     if best is not None:
-        rec.trial, rec.params = best.root.number, dict(best.root.params)
+        rec.trial, rec.params = best.root.number, rec.params or dict(best.root.params)
         rec.runs, rec.values = _pooled(best, objective, tier)
         rec.value, rec.spread = statistics.fmean(rec.values), spread(rec.values)
         rec.metrics = best.mean_metrics(tier, with_counts(SHOWN_METRICS))
         rec.samples = _samples(best, objective, tier)
         rec.users_held = best.worst_server(tier, "users_held")
         rec.preemptions = best.worst_server(tier, "num_preemptions")
-    rec.choice = choice_line(best, rec.value, pool, goal, policy) + (
-        "" if best else _unmeasured(groups, tier)
+        rec.quality = config_quality(best, base, policy.gate).to_json()
+    rec.choice = choice_line(best, rec.value, pool, goal, policy, Leader(lead, cv)) + (
+        _idle_words(rec) if best else _unmeasured(groups, tier)
     )
     if base is not None:
         rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)
@@ -123,6 +155,47 @@ def _recommend_tier(
         rec.gain = objective.gain(rec.value, rec.baseline_value)
         rec.verdict = _verdict(rec, best is base, base in pool.queued or base in pool.held)
     return rec
+
+
+def _deployed(
+    params: dict[str, Any], tier: int, policy: Policy
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pick's config as the tier deploys it, and the knobs it measured with that cannot act
+    at the tier, as measured (a seat cap of 16 with one user): those go back to the defaults
+    where the space's rules allow, as no launch at the tier could tell them apart."""
+    assert policy.defaults is not None
+    out = policy.defaults.deployed(params, tier)
+    if not policy.allows(out):
+        return dict(params), {}
+    return out, {k: params[k] for k in policy.defaults.idle(params, tier)}
+
+
+def _idle_words(rec: TierRecommendation) -> str:
+    if not rec.idle:
+        return ""
+    knobs = ", ".join(f"{k}={v}" for k, v in rec.idle.items())
+    users = f"{rec.concurrency} user" + ("s" if rec.concurrency != 1 else "")
+    return (f"; trial {rec.trial} ran with {knobs}, which cannot act with {users}: the pick "
+            "leaves it at the engine's default")  # fmt: skip
+
+
+def leader(
+    groups: Sequence[Config], objective: Objective, tier: int, policy: Policy
+) -> Config | None:
+    """The tier's pick before its idle knobs go back (``tuner.score.revert``)."""
+    cv = noise_cv(groups, objective, tier)
+    return _best(Eligible.at(groups, tier, policy).configs, objective, tier, cv)
+
+
+def tier_walk(
+    groups: Sequence[Config], objective: Objective, tier: int, policy: Policy
+) -> Walk | None:
+    """The leader's knobs told apart one at a time, where putting them back together measured
+    worse (``tuner.score.narrow``)."""
+    cv = noise_cv(groups, objective, tier)
+    pool = Eligible.at(groups, tier, policy).configs
+    best = _best(pool, objective, tier, cv)
+    return None if best is None else walk(groups, best, pool, objective, tier, policy, cv)
 
 
 def _unmeasured(groups: Sequence[Config], tier: int) -> str:

@@ -10,7 +10,7 @@ confirmations themselves are not separate points.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from optuna.trial import FrozenTrial
@@ -19,9 +19,11 @@ from objectives.objective import Objective, front_axes, get_objective
 from objectives.tails import is_count, with_counts
 from tuner.score.eligible import Eligible, Policy
 from tuner.score.pooling import Config, configs, relative_range
-from tuner.score.recommend import TierRecommendation
+from tuner.score.quality import Quality, config_quality
+from tuner.score.recommend import SHOWN_METRICS, TierRecommendation
 
-FIGURE_KEYS = ("median_tpot_ms", "p99_tpot_ms", "p99_ttft_ms", "output_throughput")
+# The figures a pick shows, one list for the pick and the front.
+FIGURE_KEYS = SHOWN_METRICS
 
 
 @dataclass
@@ -37,6 +39,8 @@ class Point:
     spread: float = 0.0
     failure: str = ""
     eligible: bool = False  # may be the tier's pick (tuner.score.eligible)
+    quality: Quality = field(default_factory=Quality)  # its answers against the baseline's
+    lower_quality: bool = False  # below the quality floor: on a front only marked so
 
     def figures(self) -> dict[str, float | int]:
         """The shown figures, the counts their percentiles rest on, and how often measured."""
@@ -91,19 +95,31 @@ def build_tiers(
     """Each tier of ``recs`` (``recommend``'s, for the same trials) with its points and front."""
     groups = list(configs(trials).values())
     axes = front_axes(objective, against)
+    base_config = next((c for c in groups if c.is_baseline), None)
+    quality = {c.root.number: config_quality(c, base_config, policy.gate) for c in groups}
     out = []
     for rec in recs:
         tier = rec.concurrency
         eligible = {c.root.number for c in Eligible.at(groups, tier, policy).configs}
         points = [p for c in groups if (p := _point(c, tier, objective, eligible))]
+        for p in points:
+            p.quality = quality[p.trial]
+            p.lower_quality = p.quality.below and p.feasible
         built = Tier(tier, points, pareto_front(points, axes), axes=axes, choice=rec.choice)
-        built.recommended = built.point(rec.trial) if rec.trial is not None else None
+        built.recommended = (
+            _deployed(built.point(rec.trial), rec) if rec.trial is not None else None
+        )
         base = rec.baseline_trial
         built.baseline = built.point(base) if base is not None else None
         built.gain = rec.gain if built.recommended and built.baseline else None
         built.verdict = rec.verdict if built.gain is not None else None
         out.append(built)
     return out
+
+
+def _deployed(point: Point | None, rec: TierRecommendation) -> Point | None:
+    """The pick's point with its config as deployed (``TierRecommendation.idle``)."""
+    return None if point is None else replace(point, params=dict(rec.params))
 
 
 def _point(c: Config, tier: int, objective: Objective, eligible: set[int]) -> Point | None:
@@ -128,11 +144,14 @@ def _metric_keys(c: Config, tier: int) -> list[str]:
 
 
 def pareto_front(points: Sequence[Point], axes: Sequence[Objective]) -> list[int]:
-    """Eligible points no other eligible point beats on every axis (and strictly on one), in
-    rising order of the plot's horizontal axis."""
+    """Eligible points no other eligible point beats on every axis (and strictly on one), and
+    the lower-quality points no point of either kind beats (what answering otherwise would
+    buy, marked so), in rising order of the plot's horizontal axis."""
     keys = [o.key for o in axes]
     cand = [p for p in points if p.eligible and all(k in p.metrics for k in keys)]
+    lower = [p for p in points if p.lower_quality and all(k in p.metrics for k in keys)]
     front = [p for p in cand if not any(_dominates(q, p, axes) for q in cand)]
+    front += [p for p in lower if not any(_dominates(q, p, axes) for q in cand + lower)]
     x, _ = plot_axes(tuple(axes))
     front.sort(key=lambda p: (p.metrics[x.key], p.trial))
     return [p.trial for p in front]

@@ -7,9 +7,22 @@ output throughput unless ``--objective`` named more than one objective.
 
 from __future__ import annotations
 
+import math
+import statistics
+from dataclasses import dataclass
+
 from objectives.objective import Objective
 from tuner.score.eligible import Eligible, Policy, ttft, users_held
 from tuner.score.pooling import Config
+
+
+@dataclass(frozen=True)
+class Leader:
+    """The best-ranked config before knobs within the noise went back to their defaults, and
+    the tier's run-to-run noise (coefficient of variation of one launch)."""
+
+    config: Config | None
+    noise: float | None
 
 
 def choice_line(
@@ -18,11 +31,16 @@ def choice_line(
     pool: Eligible,
     goal: tuple[Objective, Objective],
     policy: Policy,
+    leader: Leader | None = None,
 ) -> str:
     """The pick's line; ``value`` is its pooled objective, ``goal`` (objective, trade)."""
     if pick is None:
         return f"c{pool.tier}: no eligible config" + _left_out(pool, policy)
-    parts = [f"c{pool.tier}: trial {pick.root.number} " + _trade(pick, value, pool, *goal)]
+    if leader is not None and leader.config is not None and leader.config is not pick:
+        head = _simpler(pick, leader, pool.tier, goal[0], policy)
+    else:
+        head = _trade(pick, value, pool, *goal)
+    parts = [f"c{pool.tier}: trial {pick.root.number} " + head]
     held = users_held(pick, pool.tier)
     if held:
         parts.append(
@@ -33,6 +51,26 @@ def choice_line(
     if preempted := pick.worst_server(pool.tier, "num_preemptions"):
         parts.append(f"it preempted {preempted:g} requests (ranked after configs that did not)")
     return "; ".join(parts) + _left_out(pool, policy)
+
+
+def _simpler(pick: Config, leader: Leader, tier: int, objective: Objective, policy: Policy) -> str:
+    # A config with fewer changes stands in for the best measured one when the gap between
+    # them is within the noise: say so, rather than trade figures that read as a loss.
+    assert leader.config is not None
+    mine, theirs = pick.values(objective, tier), leader.config.values(objective, tier)
+    gain = objective.gain(statistics.fmean(theirs), statistics.fmean(mine))
+    changed = policy.defaults.changed if policy.defaults is not None else dict
+    n, m = len(changed(pick.root.params)), len(changed(leader.config.root.params))
+    what = "the engine's defaults" if n == 0 else f"{n} of the {m} changed knobs"
+    noise = ""
+    if leader.noise is not None:
+        error = 2 * leader.noise * math.sqrt(1 / len(mine) + 1 / len(theirs))
+        noise = f" ({error:.0%} at two standard errors of this tier's run-to-run noise)"
+    return (
+        f"keeps {what}: the best measured, trial {leader.config.root.number} ({m} changed), "
+        f"was {gain:.1%} better on {objective.name}, within the noise{noise}, so the fewer "
+        "changes stand"
+    )
 
 
 def _seated(pick: Config, held: float, pool: Eligible) -> str:
@@ -46,7 +84,10 @@ def _seated(pick: Config, held: float, pool: Eligible) -> str:
         if not pool.seated_held
         else f"the fewest users were held ({pool.seated_held:g})"
     )
-    return f" and a median TTFT of {mine:.0f} ms against {pool.seated_ttft:.0f} ms where {where}"
+    return (
+        f" and a P99 TTFT of {mine:.0f} ms against {pool.seated_ttft:.0f} ms where {where} "
+        "(within the noise, as its throughput)"
+    )
 
 
 def _trade(
@@ -76,12 +117,15 @@ def _trade(
 
 def _left_out(pool: Eligible, policy: Policy) -> str:
     out = []
+    if pool.lower_quality:
+        floor = policy.gate.floor
+        out.append(f"{len(pool.lower_quality)} answered below the quality floor ({floor:.0%})")
     if pool.held:
         out.append(f"{len(pool.held)} held users waiting with no SLO at this tier")
     if pool.queued:
         out.append(
-            f"{len(pool.queued)} held more users back and made them wait longer for a first "
-            "token than a config that held the fewest"
+            f"{len(pool.queued)} held more users back at a P99 TTFT or throughput beyond the "
+            "noise of a config that held the fewest"
         )
     if pool.below_floor:
         out.append(

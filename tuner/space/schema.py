@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from objectives.metrics import SLO
 from objectives.workload import WorkloadSpec
 from tuner.space.knobs import ignored_env, knob_form, parse_version
+from tuner.space.lossy import lossy_parameters
 from tuner.space.params import Parameter, Scalar, check_env_name
+from tuner.space.quality import QualitySpec
 from tuner.space.rules import Rule, RuleSyntaxError, parse_rule
 
 ArgValue = Scalar | list[Any] | dict[str, Any] | None
@@ -126,7 +128,11 @@ class StudySpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, description="Study name; defaults to the space file's stem.")
+    name: str | None = Field(
+        None,
+        description="Study name; defaults to the space file's stem (with -sim appended when a "
+        "space aimed at other hardware is rehearsed with --launcher sim).",
+    )
     objective: str | None = Field(None, description="Default objective, e.g. p99_tpot.")
     trials: int = Field(40, ge=1, description="Default number of trials per run.")
     seed: int = Field(0, description="Sampler seed.")
@@ -141,6 +147,24 @@ class StudySpec(BaseModel):
         "config feasible at that tier reached (0 turns the floor off): a latency gain is not "
         "worth giving up more of a replica's capacity.",
     )
+    race: bool = Field(
+        True,
+        description="Stop a tier early once the launch is out of contention there: slower "
+        "than the tier's current pick, request for request, by more than race_margin with "
+        "confidence 1 - race_alpha (objectives.race). A tier stopped so is never a pick; the "
+        "baseline and confirmations are always measured in full. False measures every tier "
+        "of every launch in full.",
+    )
+    race_alpha: float = Field(
+        0.01, gt=0, lt=0.5, description="The paired test's one-sided significance level."
+    )
+    race_margin: float = Field(
+        0.03,
+        ge=0,
+        le=1,
+        description="How much slower than the tier's pick, as a fraction, puts a launch out "
+        "of contention (the 3% within which two configs count as equally good).",
+    )
 
 
 class Space(BaseModel):
@@ -150,6 +174,12 @@ class Space(BaseModel):
 
     description: str = Field("", description="What this space tunes, for reports.")
     hardware: str = Field("", description="Hardware the space targets, e.g. '4x H200 141GB'.")
+    hardware_id: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9_]+$",
+        description="The recipes' short id of the hardware (e.g. 'h200', 'gb300', '910c') "
+        "that recipe.yaml names; unset, it is read from 'hardware' when that names a known one.",
+    )
     engine: EngineSpec = Field(description="Engine, version and model.")
     target: TargetSpec = Field(description="Launcher kind and its settings.")
     base: BaseSpec = Field(default_factory=BaseSpec, description="Shared flags and env.")
@@ -164,6 +194,11 @@ class Space(BaseModel):
     workload: WorkloadSpec = Field(description="Requests sent at each concurrency tier.")
     slos: list[SLO] = Field(default_factory=list, description="Service-level objectives.")
     study: StudySpec = Field(default_factory=StudySpec, description="Study defaults.")
+    quality: QualitySpec = Field(
+        default_factory=QualitySpec,
+        description="How far a config's answers may differ from the baseline's before it "
+        "cannot be a pick.",
+    )
     sim: dict[str, Any] | None = Field(
         None,
         description="Settings of the simulated engine (e.g. profile: h200x4) used when "
@@ -246,6 +281,12 @@ class Space(BaseModel):
             except RuleSyntaxError as err:
                 raise ValueError(f"rules[{i}] {text!r}: {err}") from None
         return parsed
+
+    def quality_gated(self) -> bool:
+        """Whether the quality floor keeps configs from being picks (see ``QualitySpec``)."""
+        if self.quality.gate is not None:
+            return self.quality.gate
+        return bool(lossy_parameters(self.parameters))
 
     def defaults(self) -> dict[str, Scalar]:
         return {name: p.default for name, p in self.parameters.items()}

@@ -39,7 +39,10 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Measured]:
     tmp = tmp_path_factory.mktemp("capacity")
     space: dict[str, Any] = copy.deepcopy(SMALL_SPACE)
     space["slos"] = [{"metric": "p99_ttft_ms", "max": SLO_MS}]
-    space["parameters"]["max_num_seqs"]["default"] = 4  # defaults a tuned config beats
+    # Defaults a tuned config beats: 4 seats hold users back at the c8 tier, where a tuned
+    # seat cap acts (at c1 and c4 it could not, and a pick leaves it at the default there).
+    space["parameters"]["max_num_seqs"]["default"] = 4
+    space["workload"]["tiers"] = [1, 8]
     path = tmp / "small.yaml"
     path.write_text(yaml.safe_dump(space, sort_keys=False))
     storage = f"journal:{tmp / 'journal.log'}"  # a study in well under a second
@@ -78,8 +81,8 @@ def test_the_answer_holds_the_slo_and_one_more_user_breaks_it(measured: Measured
         assert sum(p.ok for p in at) >= 2 and sum(p.ok for p in above) <= 1
         for p in at + above:  # what each run measured says what it was judged
             assert p.ok == (p.values["p99_ttft_ms"] <= SLO_MS) and p.requests >= 2 * p.load
-    pick, base = measured.report.configs[0], measured.report.configs[-1]
-    assert pick.capacity > base.capacity  # type: ignore[operator]
+    *picks, base = measured.report.configs
+    assert max(p.capacity or 0 for p in picks) > (base.capacity or 0)
 
 
 def test_every_run_is_on_disk_beside_the_engine_log(measured: Measured) -> None:

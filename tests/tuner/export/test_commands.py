@@ -6,6 +6,7 @@ so the test checks what bash makes of the quoting (JSON flags, odd env values, s
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,23 +77,33 @@ def _blocks(markdown: str) -> list[str]:
     return re.findall(r"```sh\n(.*?)\n```", markdown, flags=re.S)
 
 
-def _measured(results: Path, trial: int) -> LaunchConfig:
-    """The launch the study actually ran for ``trial`` (secrets as the engine saw them)."""
+def _measured(results: Path, trial: int, idle: dict[str, Any] | None = None) -> LaunchConfig:
+    """The launch the study actually ran for ``trial`` (secrets as the engine saw them), with
+    the knobs ``idle`` names (that cannot act at the pick's tier) at the space's defaults."""
     study = optuna.load_study(study_name="secretive", storage=f"sqlite:///{results}/study.db")
     space = space_from_text("secretive", study.user_attrs["space_yaml"])
-    config = render_engine_config(space, study.trials[trial].params)
+    params = dict(study.trials[trial].params)
+    params.update({k: space.parameters[k].default for k in idle or {}})
+    config = render_engine_config(space, params)
     return LaunchConfig(trial, list(config.command), list(config.args), dict(config.env))
+
+
+def _idle(results: Path) -> list[dict[str, Any]]:
+    """Per tier, the knobs its pick's trial ran with that it deploys at the defaults."""
+    tiers = json.loads((results / "recommendations.json").read_text())["tiers"]
+    return [t["idle"] for t in tiers if t["trial"] is not None]
 
 
 def test_serve_commands_run_with_exact_flags_and_env(secretive: Path, tmp_path: Path) -> None:
     blocks = _blocks((secretive / "commands.md").read_text())
     serve = [b for b in blocks if "vllm serve" in b and not b.startswith("docker")]
     trials = [*_recommended(secretive), 0]  # each tier's pick, then the baseline
-    assert len(serve) == len(trials) == 3
-    for block, trial in zip(serve, trials, strict=True):
+    idle = [*_idle(secretive), {}]
+    assert len(serve) == len(trials) == len(idle) == 3
+    for block, trial, knobs in zip(serve, trials, idle, strict=True):
         env = {"VLLM_API_KEY": API_KEY, "MY_API_KEY": NAMED, "HF_TOKEN": HF}
         got = _run(block, tmp_path, env)
-        want = _measured(secretive, trial)
+        want = _measured(secretive, trial, knobs)
         assert got["argv"] == [*want.program[1:], *deployed(want.args)]  # JSON and key intact
         assert got["env"]["VLLM_WEIRD"] == WEIRD
         assert got["env"]["HF_TOKEN"] == HF  # passed on by the shell, never written
@@ -132,7 +143,8 @@ def test_docker_command_starts_what_the_docker_launcher_starts(
     got = _docker_run(_run(blocks[0], tmp_path, env)["argv"], env)
     trial = _recommended(secretive)[0]
     spec = container_spec(
-        DockerSettings.model_validate(_target()), _engine_config(secretive, trial, env)
+        DockerSettings.model_validate(_target()),
+        _engine_config(secretive, trial, env, _idle(secretive)[0]),
     )
     assert got["image"] == spec["image"] and got["--entrypoint"] == spec["entrypoint"][0]
     assert got["command"] == spec["command"]  # JSON flags and the API key intact
@@ -149,13 +161,17 @@ def _target() -> dict[str, Any]:
     return target
 
 
-def _engine_config(results: Path, trial: int, env: dict[str, str]) -> EngineConfig:
+def _engine_config(
+    results: Path, trial: int, env: dict[str, str], idle: dict[str, Any]
+) -> EngineConfig:
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
         study = optuna.load_study(study_name="secretive", storage=f"sqlite:///{results}/study.db")
         space = space_from_text("secretive", study.user_attrs["space_yaml"])
-        return render_engine_config(space, study.trials[trial].params, host=SERVE_HOST)
+        params = dict(study.trials[trial].params)
+        params.update({k: space.parameters[k].default for k in idle})
+        return render_engine_config(space, params, host=SERVE_HOST)
 
 
 def test_no_secret_value_in_any_export_file(secretive: Path) -> None:

@@ -41,7 +41,9 @@ def test_exports_bind_all_interfaces_while_trials_bound_localhost(tmp_path: Path
     hosts = _hosts((out / "commands.md").read_text())
     assert len(hosts) == 5 and set(hosts) == {"0.0.0.0"}  # 2 tiers x serve+docker, baseline
     recipe = _recipe(out)
-    assert flags_dict(recipe["presets"]["deploy"]["args"])["--host"] == ("0.0.0.0",)
+    preset = recipe["presets"]["deploy"]
+    assert preset["serve"] == {"host": "0.0.0.0", "port": 8123}  # apart from the args
+    assert not {"--host", "--port"} & set(flags_dict(preset["args"]))
     for key, point in recipe["presets"]["deploy"]["points"].items():
         launch = point_launch(recipe, "deploy", key)
         assert flags_dict(launch.args)["--host"] == ("0.0.0.0",)
@@ -54,5 +56,4 @@ def test_exports_bind_all_interfaces_while_trials_bound_localhost(tmp_path: Path
 def test_serve_host_of_the_space_is_respected(tmp_path: Path) -> None:
     out = _export(tmp_path, serve_host="10.1.2.3")
     assert set(_hosts((out / "commands.md").read_text())) == {"10.1.2.3"}
-    args = _recipe(out)["presets"]["deploy"]["args"]
-    assert flags_dict(args)["--host"] == ("10.1.2.3",)
+    assert _recipe(out)["presets"]["deploy"]["serve"]["host"] == "10.1.2.3"

@@ -25,6 +25,7 @@ def launch(
     **attrs: Any,
 ) -> FrozenTrial:
     times = TrialTimes(startup, ready, 10.0 if ready else None, tiers or {}, key, None)
+    times.quality_s = attrs.pop("quality_s", None)
     times.compile_cached = None if key is None else attrs.pop("cached", False)
     values = [1.0, 1.0] if state == TrialState.COMPLETE else None
     return create_trial(state=state, values=values, user_attrs={"times": times.to_json(), **attrs})
@@ -40,7 +41,7 @@ STUDY = numbered(
     [
         launch(100.0, tiers={"1": 300.0, "4": 100.0}),
         launch(40.0, tiers={"1": 200.0, "4": 50.0}, cached=True, failure_kind="slo"),
-        launch(100.0, key="k2", tiers={"1": 250.0, "4": 60.0}),
+        launch(100.0, key="k2", tiers={"1": 250.0, "4": 60.0}, quality_s=12.0),
         launch(40.0, key="k2", tiers={"1": 100.0, "4": 50.0}, cached=True, confirm_of=2),
         launch(30.0, key=None, ready=False, failure_kind="oom"),
         launch(45.0, tiers={"1": 20.0}, state=TrialState.FAIL, interrupted=True, cached=True),
@@ -56,13 +57,22 @@ def test_each_second_lands_in_one_part() -> None:
         "start-up": 240.0,
         "warm-up": 30.0,
         "tiers": 960.0,
+        "quality checks": 12.0,
         "confirmations": 40.0 + 10.0 + 150.0,
         "failures": 30.0 + (45.0 + 10.0 + 20.0),
     }
     assert h.tiers_s == {1: 750.0, 4: 210.0}
-    assert h.total_s == 240 + 30 + 960 + 200 + 105
+    assert h.total_s == 240 + 30 + 960 + 12 + 200 + 105
     assert (h.launches, h.untimed) == (6, 1)  # the copy of trial 0 launched nothing
     assert h.share(h.total_s) == 1.0
+
+
+def test_a_launch_below_the_quality_floor_spent_the_studys_hours_not_failures() -> None:
+    lower = numbered([launch(50.0, tiers={"1": 5.0}, failure_kind="quality", quality_s=3.0)])
+    h = study_hours(lower, [1], simulated=False)
+    assert dict(h.parts())["quality checks"] == 3.0
+    assert dict(h.parts())["failures"] == 0.0
+    assert h.total_s == 50 + 10 + 5 + 3
 
 
 def test_first_launches_against_later_ones_overall_and_per_compile_key() -> None:
@@ -84,7 +94,8 @@ def test_tune_show_says_it_in_a_few_lines() -> None:
     assert lines[0].startswith("where the hours went (on the simulated engine's clock")
     assert lines[1].split()[:3] == ["start-up", "4.0", "min"]
     assert "(c1 12.5 min, c4 3.5 min)" in lines[3]
-    assert lines[4].split()[0] == "confirmations" and lines[5].split()[0] == "failures"
+    assert lines[4].split()[:4] == ["quality", "checks", "12", "s"]
+    assert lines[5].split()[0] == "confirmations" and lines[6].split()[0] == "failures"
     assert "1 earlier launches recorded no times" in text
     assert "first launch 1.7 min to ready, later launches 56 s (mean of 4)" in lines[-1]
     assert "per compile key (2): first launch 1.7 min, repeats 42 s (3)" in lines[-1]

@@ -10,6 +10,7 @@ from typing import Any
 import optuna
 import yaml
 
+from tests.tuner.conftest import SMALL_SPACE
 from tests.tuner.export.conftest import (
     CONFIGS,
     TIERS,
@@ -49,9 +50,12 @@ def test_points_rebuild_the_measured_launch_exactly(hand_results: Path) -> None:
         launch = point_launch(recipe, "hand", key)
         argv, env = _stored_launch(hand_results, point["trial"])
         assert launch.program == argv[:3]
-        assert flags_dict(launch.args) == flags_dict(deployed(argv[3:]))
+        want = flags_dict(deployed(argv[3:]))
+        assert flags_dict(launch.args) == _idle_at_defaults(want, point)
         assert launch.env == env
-        assert point["verified"] is True
+        assert point["verified"] is True  # the trial's own launch, as it ran
+    # A seat cap of 4 cannot act with at most 4 users: the picks deploy the default.
+    assert any(point.get("idle") == {"max_num_seqs": 4} for point in preset["points"].values())
 
 
 def test_points_carry_figures_baseline_and_gain(hand_results: Path) -> None:
@@ -73,20 +77,46 @@ def test_points_carry_figures_baseline_and_gain(hand_results: Path) -> None:
 
 def test_shape_follows_the_recipe_presets(hand_results: Path) -> None:
     recipe = _load(hand_results)
-    ref_preset = next(iter(json.loads(REFERENCE.read_text())["presets"].values()))
+    reference = json.loads(REFERENCE.read_text())
+    ref_preset = reference["presets"]["gb300_agentx_agg"]
     preset = recipe["presets"]["hand"]
-    keys = ("label", "hardware", "description", "workload", "image", "tp", "args", "json_args")
-    for key in (*keys, "env", "points"):
+    keys = ("label", "hardware", "strategy", "description", "workload", "image", "tp", "args")
+    for key in (*keys, "json_args", "env", "points"):
         assert key in preset and key in ref_preset
-    assert preset["hardware"] == "simulated 4x H200"
-    assert preset["image"] == "vllm/vllm-openai:v0.17.1"
+    assert preset["hardware"] == "h200"  # read from the space's "simulated 4x H200"
+    assert preset["hardware_detail"] == "simulated 4x H200"
+    assert preset["strategy"] == "single_node_tep"  # TP4 with expert parallel in every point
+    assert preset["image"] == {"vllm": "vllm/vllm-openai:v0.17.1"}  # per engine, as "vllm"
+    assert set(reference["model"]["docker_image"]) == {"nvidia", "amd"}
+    assert recipe["model"]["docker_image"] == {"nvidia": "vllm/vllm-openai:v0.17.1"}
     assert recipe["model"]["model_id"] == "org/model"
     # shared flags sit once in the preset, never again in a point
     shared = set(flags_dict(preset["args"]))
-    assert {"--enable-expert-parallel", "--host"} <= shared
+    assert "--enable-expert-parallel" in shared
     for point in preset["points"].values():
-        assert {"concurrency", "args", "env"} <= set(point)
+        assert {"label", "description", "concurrency", "args", "env"} <= set(point)
         assert not shared & set(flags_dict(point["args"]))
+        assert point["description"].startswith(f"Tuned for {point['concurrency']} ")
+        assert point["description"].endswith(f"(verdict: {point['verdict']}).")
+
+
+def test_one_point_is_the_default_the_highest_tier(hand_results: Path) -> None:
+    points = _load(hand_results)["presets"]["hand"]["points"]
+    defaults = [key for key, point in points.items() if point.get("default")]
+    assert defaults == [f"c{max(TIERS)}"]
+    assert list(points[defaults[0]])[:3] == ["label", "description", "default"]
+
+
+def test_host_and_port_sit_under_serve_never_in_args(hand_results: Path) -> None:
+    recipe = _load(hand_results)
+    preset = recipe["presets"]["hand"]
+    assert set(preset["serve"]) == {"host", "port"}
+    for point in [preset, *preset["points"].values()]:
+        assert not {"--host", "--port"} & set(flags_dict(point["args"]))
+    for key in preset["points"]:
+        flags = flags_dict(point_launch(recipe, "hand", key).args)
+        assert flags["--host"] == (preset["serve"]["host"],)
+        assert flags["--port"] == (str(preset["serve"]["port"]),)
 
 
 def test_export_is_idempotent(hand_results: Path) -> None:
@@ -134,4 +164,14 @@ def test_json_flags_are_mappings_under_json_args(tmp_path: Path) -> None:
         got = flags_dict(point_launch(recipe, "json", key).args)
         assert json.loads(got["--speculative-config"][0]) == SPECULATIVE
         argv, _ = _stored_launch(tmp_path, point["trial"], "json")
-        assert got == flags_dict(deployed(argv[3:]))  # the measured JSON words, exactly
+        want = flags_dict(deployed(argv[3:]))  # the measured JSON words, exactly
+        assert got == _idle_at_defaults(want, point)
+
+
+def _idle_at_defaults(flags: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """The measured flags with each knob that cannot act at the point's tier at its default."""
+    out = dict(flags)
+    for knob in point.get("idle", {}):
+        param = SMALL_SPACE["parameters"][knob]
+        out[param["flag"]] = (str(param["default"]),)
+    return out

@@ -12,7 +12,7 @@ ARGS = [
     "--tensor-parallel-size", "8", "--max-num-seqs", "128",
     "--speculative-config", json.dumps(SPEC), "--enable-prefix-caching",
     "--additional-config", '{"ascend_scheduler_config": {"enabled": true}}',
-    "--api-key", "${VLLM_API_KEY}", "--host", "0.0.0.0",
+    "--api-key", "${VLLM_API_KEY}", "--host", "0.0.0.0", "--port", "8000",
 ]  # fmt: skip
 
 
@@ -25,19 +25,22 @@ def test_tp_and_json_flags_leave_args() -> None:
     }
     assert got.args == [
         "--max-num-seqs", "128", "--enable-prefix-caching",
-        "--api-key", "${VLLM_API_KEY}", "--host", "0.0.0.0",
+        "--api-key", "${VLLM_API_KEY}",
     ]  # fmt: skip
+    assert got.serve == {"host": "0.0.0.0", "port": 8000}  # a deployment detail, apart
 
 
 def test_launch_args_is_the_inverse() -> None:
     got = recipe_args(ARGS)
-    assert flags_dict(launch_args(got.args, got.json_args, got.tp)) == flags_dict(ARGS)
+    back = launch_args(got.args, got.json_args, got.tp, got.serve)
+    assert flags_dict(back) == flags_dict(ARGS)
 
 
 def test_fields_leave_tp_out_when_the_launch_sets_none() -> None:
     got = recipe_args(["--max-num-seqs", "4", "-tp", "2"]).fields()
     assert got == {"tp": 2, "args": ["--max-num-seqs", "4"], "json_args": {}}
     assert "tp" not in recipe_args(["--ctx-size", "4096"]).fields()
+    assert "serve" not in recipe_args(["--ctx-size", "4096"]).fields()
 
 
 def test_a_value_that_is_no_json_object_stays_an_arg() -> None:

@@ -15,6 +15,8 @@ def test_trials_csv_has_every_trial_param_metric_and_reason(hand_results: Path) 
     export_study("hand", None, None, hand_results)
     table = pd.read_csv(out / "trials.csv")
     assert list(table["trial"]) == list(range(len(CONFIGS) + 5))
+    assert not any(str(c).endswith(".1") for c in table.columns)  # no name twice
+    assert {"confirm_of", "revert_of", "revert_at", "revert_knob"} <= set(table.columns)
     for col in ("param_max_num_seqs", "c1_p99_tpot_ms", "c4_output_throughput", "engine_command"):
         assert col in table
     for col in ("failure_kind", "constraint_slo", "duplicate_of", "datetime_start"):

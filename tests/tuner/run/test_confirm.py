@@ -36,6 +36,7 @@ def test_leaders_are_launched_again_on_a_fresh_engine(space_file: Path, tmp_path
     lines: list[str] = []
     summary = run_study(options(space_file, tmp_path, trials=6, confirm=1), report=lines.append)
     study = load(tmp_path)
+    assert study.metric_names == ["p99_tpot c1", "p99_tpot c4"]  # the dashboard's names
     again = confirmations(study)
     assert again and summary.finished_trials == 6  # confirmations come on top of --trials
     assert 0 in {t.user_attrs["confirm_of"] for t in again}  # the baseline is re-measured too
@@ -48,9 +49,9 @@ def test_leaders_are_launched_again_on_a_fresh_engine(space_file: Path, tmp_path
         ).exists()
         assert t.values != first.values  # a fresh engine draws fresh run-to-run noise
     assert pending(study.trials, get_objective("p99_tpot"), [1, 4], 1) == []
-    for rec in summary.recommendations:
-        assert len(rec.runs) == 2 and rec.spread is not None and rec.noise_cv is not None
-        assert rec.verdict in {"better", "worse", "within noise", "baseline"}
+    for rec in summary.recommendations:  # the baseline's repeat gives every tier its noise
+        assert rec.noise_cv is not None
+        assert rec.verdict in {"better", "worse", "within noise", "baseline", "baseline infeasible"}
     assert any(line.startswith("confirming ") for line in lines)
     assert any(" confirms " in line for line in lines)
     run_study(options(space_file, tmp_path, trials=6, confirm=1), report=lambda _: None)
@@ -96,7 +97,9 @@ def test_infra_fault_on_a_confirmation_requeues_it(
     assert again[0].user_attrs["confirm_of"] == failed.user_attrs["confirm_of"]
 
 
-def test_pending_picks_each_tiers_leaders_and_the_baseline() -> None:
+def test_pending_picks_close_tiers_leaders_and_the_baseline() -> None:
+    """A tier's leaders are launched again only where the pick is within the noise of a
+    rival: a clear lead would not change with another draw."""
     study = optuna.create_study(directions=["minimize", "minimize"])
     dist = {"chunk": CategoricalDistribution([1, 2, 3, 4, 5])}
 
@@ -110,14 +113,14 @@ def test_pending_picks_each_tiers_leaders_and_the_baseline() -> None:
         )
 
     add(1, 50.0, 50.0, baseline=True)  # 0
-    add(2, 10.0, 90.0)  # 1: leads tier 1
-    add(3, 90.0, 10.0)  # 2: leads tier 8
-    add(4, 20.0, 20.0)  # 3: second at both
+    add(2, 10.0, 90.0)  # 1: leads tier 1, 1% ahead of trial 3: within the noise
+    add(3, 90.0, 10.0)  # 2: leads tier 8 by half: no rival near
+    add(4, 10.1, 20.0)  # 3: second at both
     add(5, 30.0, 30.0)  # 4
     p99 = get_objective("p99_tpot")
-    assert [t.number for t in pending(study.trials, p99, [1, 8], 1)] == [0, 1, 2]
-    assert [t.number for t in pending(study.trials, p99, [1, 8], 2)] == [0, 1, 2, 3]
-    add(2, 11.0, 91.0, confirm_of=1)
-    study.enqueue_trial({"chunk": 3}, user_attrs={"confirm_of": 2})
-    assert [t.number for t in pending(study.trials, p99, [1, 8], 2)] == [0, 3]
+    assert [t.number for t in pending(study.trials, p99, [1, 8], 1)] == [0, 1]
+    assert [t.number for t in pending(study.trials, p99, [1, 8], 2)] == [0, 1, 3]
+    add(2, 10.05, 91.0, confirm_of=1)
+    study.enqueue_trial({"chunk": 4}, user_attrs={"confirm_of": 3})
+    assert [t.number for t in pending(study.trials, p99, [1, 8], 2)] == [0]
     assert pending(study.trials, p99, [1, 8], 0) == []

@@ -20,7 +20,9 @@ def digest(tmp_path: Path, **workload: object) -> str:
     return context._space_digest(load_space(write_yaml(tmp_path / f"{name}.yaml", data)))
 
 
-@pytest.mark.parametrize(("key", "value"), [("steady_state", True), ("stall_floor_s", 5.0)])
+@pytest.mark.parametrize(
+    ("key", "value"), [("steady_state", True), ("stall_floor_s", 5.0), ("client_cpus", [1])]
+)
 def test_a_later_field_set_away_from_its_default_is_measured(
     tmp_path: Path, key: str, value: object
 ) -> None:

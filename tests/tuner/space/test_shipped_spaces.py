@@ -28,6 +28,47 @@ def test_every_tier_has_a_ttft_limit(path: Path) -> None:
     assert not bare, f"{path.name}: tiers without a TTFT limit: {bare}"
 
 
+SMOOTH = {"max_itl_ms", "p99.9_itl_ms", "p99_itl_ms"}
+
+
+@pytest.mark.parametrize("path", SPACES, ids=lambda p: p.stem)
+def test_every_tier_bounds_the_streams_smoothness(path: Path) -> None:
+    """Without one, a config could win P99 TPOT with prefill steps that stall every stream for
+    seconds (large chunks), a stall a TPOT averages over the answer."""
+    space = load_space(path)
+    bare = [
+        t
+        for t in space.workload.tiers
+        if not any(s.metric in SMOOTH and s.max is not None and s.applies_to(t) for s in space.slos)
+    ]
+    assert not bare, f"{path.name}: tiers without a limit on the longest gap or P99 ITL: {bare}"
+
+
+def test_the_910c_space_is_the_note() -> None:
+    space = load_space(ROOT / "minimax_910c.yaml")
+    env, args = space.base.env, space.base.args
+    assert env["HCCL_BUFFSIZE"] == "2048" and "libjemalloc" in env["LD_PRELOAD"]
+    spec = args["speculative-config"]
+    assert (
+        spec["suffix_decoding_max_cached_requests"],
+        spec["suffix_decoding_max_tree_depth"],
+    ) == (
+        2000,
+        32,
+    )
+    assert (spec["suffix_decoding_min_token_prob"], spec["suffix_decoding_max_spec_factor"]) == (
+        0.4,
+        3,
+    )
+    assert args["additional-config"] == {
+        "enable_weight_nz_layout": True,
+        "multistream_overlap_shared_expert": True,
+    }
+    assert args["tool-call-parser"] == "minimax_m2"
+    assert args["reasoning-parser"] == "minimax_m2_append_think"
+    assert space.workload.endpoint == "chat"
+
+
 @pytest.mark.parametrize("path", SPACES, ids=lambda p: p.stem)
 def test_a_pick_must_keep_most_of_the_tiers_throughput(path: Path) -> None:
     assert load_space(path).study.throughput_floor >= 0.5
