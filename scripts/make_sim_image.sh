@@ -9,6 +9,8 @@
 #
 # Usage: scripts/make_sim_image.sh [--force] [IMAGE]   (idempotent without --force)
 set -euo pipefail
+# shellcheck source=scripts/_bare_rootfs.sh
+source "$(dirname "$0")/_bare_rootfs.sh"
 
 FORCE=0
 if [[ "${1:-}" == "--force" ]]; then FORCE=1; shift; fi
@@ -23,16 +25,7 @@ fi
 PREFIX=$("$PYTHON" -c 'import sys; print(sys.base_prefix)')
 ROOT=$(mktemp -d)
 trap 'rm -rf "$ROOT"' EXIT
-# /sbin stays a real folder: docker's init is mounted at /sbin/docker-init, which must not
-# resolve into the read-only /usr mount.
-mkdir -p "$ROOT"/{usr,etc,tmp,root,proc,sys,dev,run,sbin,var/tmp,opt/tune} "$ROOT$PREFIX"
-ln -s usr/lib "$ROOT/lib"
-ln -s usr/lib64 "$ROOT/lib64"
-ln -s usr/bin "$ROOT/bin"
-chmod 1777 "$ROOT/tmp" "$ROOT/var/tmp"
-echo "root:x:0:0:root:/root:/bin/sh" > "$ROOT/etc/passwd"
-echo "root:x:0:" > "$ROOT/etc/group"
-printf '127.0.0.1 localhost\n' > "$ROOT/etc/hosts"
+bare_rootfs "$ROOT" "$PREFIX" opt/tune
 
 tar -C "$ROOT" -c . | docker import \
     --change "ENV PATH=$PREFIX/bin:/usr/local/bin:/usr/bin:/bin" \

@@ -13,6 +13,8 @@
 #
 # Usage: scripts/make_vllm_image.sh [--force] [IMAGE]   (idempotent without --force)
 set -euo pipefail
+# shellcheck source=scripts/_bare_rootfs.sh
+source "$(dirname "$0")/_bare_rootfs.sh"
 
 FORCE=0
 if [[ "${1:-}" == "--force" ]]; then FORCE=1; shift; fi
@@ -33,15 +35,7 @@ PREFIX=$(sed -n 's/^home *= *//p' "$VENV/pyvenv.cfg")
 PREFIX=${PREFIX%/bin}
 ROOT=$(mktemp -d)
 trap 'rm -rf "$ROOT"' EXIT
-mkdir -p "$ROOT"/{usr,etc,tmp,root,proc,sys,dev,run,sbin,var/tmp} "$ROOT$PREFIX" \
-    "$ROOT"/opt/vllm/{bin,venv}
-ln -s usr/lib "$ROOT/lib"
-ln -s usr/lib64 "$ROOT/lib64"
-ln -s usr/bin "$ROOT/bin"
-chmod 1777 "$ROOT/tmp" "$ROOT/var/tmp"
-echo "root:x:0:0:root:/root:/bin/sh" > "$ROOT/etc/passwd"
-echo "root:x:0:" > "$ROOT/etc/group"
-printf '127.0.0.1 localhost\n' > "$ROOT/etc/hosts"
+bare_rootfs "$ROOT" "$PREFIX" opt/vllm/bin opt/vllm/venv
 # The console script pip writes, with the image's path to the venv in its shebang.
 cat > "$ROOT/opt/vllm/bin/vllm" <<'PY'
 #!/opt/vllm/venv/bin/python3
