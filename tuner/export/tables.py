@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import optuna
 import pandas as pd
 from optuna.trial import FrozenTrial
 
@@ -16,7 +15,8 @@ from tuner.record.trial import CONSTRAINT_KEYS, TrialRecord
 def trials_frame(export: Export) -> pd.DataFrame:
     """One row per trial (``trials_table``) plus failure kind, constraints, lineage, command."""
     data = export.data
-    frame = trials_table(data.study, data.tiers)
+    # One snapshot for both: another worker may add a trial between two reads of the study.
+    frame = trials_table(data.trials, data.tiers)
     if frame.empty:
         return frame
     by_number = {t.number: t for t in data.trials}
@@ -27,10 +27,10 @@ def trials_frame(export: Export) -> pd.DataFrame:
     return pd.concat([frame.reset_index(drop=True), extra], axis=1)
 
 
-def trials_table(study: optuna.Study, tiers: Sequence[int]) -> pd.DataFrame:
+def trials_table(trials: Sequence[FrozenTrial], tiers: Sequence[int]) -> pd.DataFrame:
     """Every trial: state, params, failure reason and every per-tier metric (``c<N>_<key>``)."""
     rows = []
-    for t in study.get_trials(deepcopy=False):
+    for t in trials:
         r = TrialRecord.of(t)
         row: dict[str, Any] = {
             "trial": t.number,

@@ -8,6 +8,7 @@ import pandas as pd
 
 from tests.tuner.export.conftest import CONFIGS, TIERS
 from tuner.export import export_study
+from tuner.export.tables import trials_frame
 
 
 def test_trials_csv_has_every_trial_param_metric_and_reason(hand_results: Path) -> None:
@@ -48,3 +49,15 @@ def test_pareto_csv_per_tier_holds_the_front(hand_results: Path, tmp_path: Path)
         + ["recommendations.txt", "recommendations.json"]
         + [f"pareto_c{c}.csv" for c in TIERS]
     )
+
+
+def test_a_trial_added_while_exporting_is_left_for_the_next_export(hand_results: Path) -> None:
+    """Another worker may start a trial between the export's read and its table: the table
+    is built from the one snapshot the export read, not from a second read of the study."""
+    result = export_study("hand", None, None, hand_results)
+    assert result.export is not None
+    snapshot = len(result.export.data.trials)
+    result.export.data.study.enqueue_trial({"max_num_seqs": 64})
+    result.export.data.study.ask()  # a RUNNING trial the snapshot has not seen
+    frame = trials_frame(result.export)
+    assert list(frame["trial"]) == list(range(snapshot))
