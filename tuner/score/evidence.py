@@ -53,7 +53,13 @@ def _note(
         return _reversion(step.loss, step.trial, walk.pick, name)
     if e is not None and e.beyond_noise:
         words = f"{e.change:+.1%} {name} (±{e.error:.1%}, beyond the noise)"
-        return {"measured_by": "regression", "change": e.change, "words": words}
+        if e.together:  # the fit split one joint effect between them
+            words += (
+                f", estimated with {', '.join(e.together)}: every config measured changed "
+                "them together, so their effects are not told apart"
+            )
+        note = {"measured_by": "regression", "change": e.change, "words": words}
+        return {**note, "together": list(e.together)} if e.together else note
     if walk is not None and knob in walk.together:
         return _untested(knob, walk, step is not None and step.outcome == FORBIDDEN, name)
     return {

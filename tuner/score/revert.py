@@ -86,6 +86,9 @@ class Effect:
     change: float  # exp(coefficient) - 1: -0.12 is 12% lower than at the default
     error: float  # standard error of the coefficient (log scale, about a relative one)
     beyond_noise: bool
+    # Knobs every measured config changed exactly where it changed this one: the fit splits
+    # their joint effect between them and cannot tell them apart.
+    together: tuple[str, ...] = ()
 
 
 def knob_effects(
@@ -106,6 +109,7 @@ def knob_effects(
         | {(k, _key(v)) for k, v in changed.items()}
     )
     coef, err = _ridge(rows, features, defaults, tier)
+    twins = _twins(rows, changed, defaults, tier)
     floor = noise or 0.0
     out = {}
     for k, v in changed.items():
@@ -114,8 +118,24 @@ def knob_effects(
         # one that does nothing.
         gain = -coef[i] if objective.direction == "minimize" else coef[i]
         beyond = gain > VERDICT_Z * max(err[i], floor)
-        out[k] = Effect(k, v, math.expm1(coef[i]), err[i], bool(beyond))
+        out[k] = Effect(k, v, math.expm1(coef[i]), err[i], bool(beyond), twins[k])
     return out
+
+
+def _twins(
+    rows: Sequence[tuple[dict, float]], changed: Mapping[str, Any], defaults: Defaults, tier: int
+) -> dict[str, tuple[str, ...]]:
+    """For each knob of ``changed``, the others that every measured config set to the pick's
+    value exactly where it set this one (none where fewer than two configs were measured)."""
+
+    def column(k: str) -> tuple[bool, ...]:
+        want = _key(changed[k])
+        return tuple(_key(defaults.changed(p, tier).get(k)) == want for p, _ in rows)
+
+    if len(rows) < 2:
+        return {k: () for k in changed}
+    cols = {k: column(k) for k in changed}
+    return {k: tuple(sorted(o for o in changed if o != k and cols[o] == cols[k])) for k in changed}
 
 
 def reverted(

@@ -12,6 +12,7 @@ from optuna.trial import FrozenTrial, TrialState
 from objectives.objective import get_objective
 from tuner.run.confirm import reversions
 from tuner.score.eligible import Policy
+from tuner.score.evidence import knob_notes
 from tuner.score.pooling import configs
 from tuner.score.recommend import recommend
 from tuner.score.revert import Defaults, knob_effects
@@ -186,3 +187,20 @@ def test_a_seat_cap_is_idle_only_where_the_default_is_too() -> None:
     assert low.changed({"seats": 16}, 8) == {"seats": 16}
     assert low.deployed({"seats": 16}, 8) == {"seats": 16}
     assert low.changed({"seats": 16}, 2) == {} and low.deployed({"seats": 16}, 2) == {"seats": 4}
+
+
+def test_knobs_always_changed_together_are_said_to_be_estimated_together() -> None:
+    """Where every config that set chunk=131072 also set noop=0, the fit cannot tell the two
+    apart: each note says so instead of claiming the joint gain for each knob alone."""
+    paired = [t for t in study() if (t.params["chunk"] == 131072) == (t.params["noop"] == "0")]
+    groups = list(configs(paired).values())
+    pick = {"chunk": 131072, "noop": "0", "seats": 1024}
+    effects = knob_effects(groups, pick, P99, 1, DEFAULTS, 0.01)
+    assert effects["chunk"].together == ("noop",) and effects["noop"].together == ("chunk",)
+    notes = knob_notes(pick, effects, None, P99, DEFAULTS, 0.01)
+    beyond = [k for k in ("chunk", "noop") if notes[k]["measured_by"] == "regression"]
+    assert beyond, notes
+    for k in beyond:
+        assert "not told apart" in notes[k]["words"] and notes[k]["together"]
+    apart = knob_effects(list(configs(study()).values()), pick, P99, 1, DEFAULTS, 0.01)
+    assert apart["chunk"].together == () and apart["noop"].together == ()
