@@ -45,15 +45,18 @@ def check_gpus(
 
 
 def run_smi(args: list[str]) -> str:
+    return run_tool(["nvidia-smi", *args])
+
+
+def run_tool(argv: list[str]) -> str:
+    """A device tool's output, or an ``InfraError`` naming the tool and its last line."""
     try:
-        done = subprocess.run(
-            ["nvidia-smi", *args], capture_output=True, text=True, timeout=60, check=False
-        )
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
-        raise InfraError(f"nvidia-smi did not answer: {err}") from None
+        raise InfraError(f"{argv[0]} did not answer: {err}") from None
     if done.returncode != 0:
         last = (done.stdout.strip() or done.stderr.strip() or "no output").splitlines()[-1]
-        raise InfraError(f"nvidia-smi exited with code {done.returncode}: {last}")
+        raise InfraError(f"{argv[0]} exited with code {done.returncode}: {last}")
     return done.stdout
 
 
@@ -78,11 +81,17 @@ def _resolve(gpu: str, uuids: dict[str, str]) -> str:
 def _holder(row: list[str], uuids: dict[str, str]) -> str:
     uuid, pid, name, memory = row[:4]
     index = next((i for i, u in uuids.items() if u == uuid), uuid)
+    return holder_words(f"GPU {index}", memory, pid, name)
+
+
+def holder_words(device: str, memory: str, pid: str, name: str) -> str:
+    """``GPU 0: 80 GiB by pid 7 (python, process); free it with `kill 7`, ...``: a holder
+    named with what frees it, its container where its cgroup names one."""
     container = container_of(pid)
     frees = f"docker rm -f {container[:12]}" if container else f"kill {pid}"
     what = f"container {container[:12]}" if container else "process"
     return (
-        f"GPU {index}: {memory} by pid {pid} ({name}, {what}); free it with `{frees}`, "
+        f"{device}: {memory} by pid {pid} ({name}, {what}); free it with `{frees}`, "
         "or `tune cleanup` if a run of tune left it"
     )
 

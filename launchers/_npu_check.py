@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from collections.abc import Callable
 
-from launchers._gpu_check import container_of
+from launchers._gpu_check import container_of, holder_words, run_tool
 from tuner.errors import InfraError, SpaceError
 
 Tool = Callable[[], str]  # npu-smi info's output
@@ -50,25 +49,9 @@ def check_npus(
 
 
 def run_npu_smi() -> str:
-    try:
-        done = subprocess.run(
-            ["npu-smi", "info"], capture_output=True, text=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise InfraError(f"npu-smi did not answer: {err}") from None
-    if done.returncode != 0:
-        last = (done.stdout.strip() or done.stderr.strip() or "no output").splitlines()[-1]
-        raise InfraError(f"npu-smi exited with code {done.returncode}: {last}")
-    return done.stdout
+    return run_tool(["npu-smi", "info"])
 
 
 def _holder(match: re.Match[str]) -> tuple[str, str, str]:
     npu, pid, name, mb = match.groups()
-    container = container_of(pid)
-    frees = f"docker rm -f {container[:12]}" if container else f"kill {pid}"
-    what = f"container {container[:12]}" if container else "process"
-    text = (
-        f"NPU {npu}: {mb} MB by pid {pid} ({name}, {what}); free it with `{frees}`, "
-        "or `tune cleanup` if a run of tune left it"
-    )
-    return npu, pid, text
+    return npu, pid, holder_words(f"NPU {npu}", f"{mb} MB", pid, name)

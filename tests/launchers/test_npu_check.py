@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import launchers._gpu_check as gpu_check
 import launchers._npu_check as npu_check
 from launchers._gpu_check import container_of
 from launchers._npu_check import check_npus
@@ -51,7 +52,13 @@ def test_a_container_holding_an_npu_is_named_with_docker_rm(
 ) -> None:
     (tmp_path / "30517").mkdir()
     (tmp_path / "30517" / "cgroup").write_text(f"0::/system.slice/docker-{CID}.scope\n")
-    monkeypatch.setattr(npu_check, "container_of", lambda pid: container_of(pid, tmp_path))
+
+    def here(pid: str) -> str | None:
+        return container_of(pid, tmp_path)
+
+    # The check filters on it and the holder's words name it: both read this cgroup.
+    monkeypatch.setattr(npu_check, "container_of", here)
+    monkeypatch.setattr(gpu_check, "container_of", here)
     with pytest.raises(InfraError, match=r"container eeeeeeeeeeee\); free it with `docker rm -f "):
         check_npus([1], info=info())
     # A container of tune's own runs is the run's to clear or wait for, not a refusal.
