@@ -15,6 +15,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import get_objective
+from tests.tuner.score.spaces import categorical, knob_space
 from tuner.record.trial import TrialRecord
 from tuner.run.confirm import narrowings, reversions
 from tuner.score.eligible import Policy
@@ -186,22 +187,11 @@ def _seated(t: FrozenTrial) -> FrozenTrial:
 
 
 def _space(rules: list[str] | None = None, seats: bool = False) -> dict[str, Any]:
-    def cat(choices: list[Any], default: Any, flag: str) -> dict[str, Any]:
-        return {"type": "categorical", "choices": choices, "default": default, "flag": flag}
-
-    return {
-        "engine": {"name": "vllm", "version": "0.17.1", "model": "org/model"},
-        "target": {"kind": "sim", "profile": "h200x4"},
-        "parameters": {
-            "chunk": cat([8192, 32768, 131072], 8192, "--max-num-batched-tokens"),
-            "mode": cat(["a", "b"], "a", "--mode"),
-            "noop": cat(["1", "0"], "1", "--noop"),
-            **({"seats": cat([256, 16], 256, "--max-num-seqs")} if seats else {}),
-        },
-        "rules": rules or [],
-        "workload": {
-            "dataset": {"kind": "random", "input_len": 8, "output_len": 8},
-            "num_prompts": 2,
-            "tiers": [1],
-        },
+    cat = categorical
+    parameters = {
+        "chunk": cat([8192, 32768, 131072], 8192, "--max-num-batched-tokens"),
+        "mode": cat(["a", "b"], "a", "--mode"),
+        "noop": cat(["1", "0"], "1", "--noop"),
+        **({"seats": cat([256, 16], 256, "--max-num-seqs")} if seats else {}),
     }
+    return knob_space(parameters, rules)

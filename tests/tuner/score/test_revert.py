@@ -10,6 +10,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import get_objective
+from tests.tuner.score.spaces import categorical, knob_space
 from tuner.run.confirm import reversions
 from tuner.score.eligible import Policy
 from tuner.score.evidence import knob_notes
@@ -84,23 +85,13 @@ def test_the_pick_is_launched_again_with_its_idle_knobs_at_their_defaults() -> N
 
 
 def _space() -> dict[str, Any]:
-    def cat(choices: list[Any], default: Any, flag: str) -> dict[str, Any]:
-        return {"type": "categorical", "choices": choices, "default": default, "flag": flag}
-
-    return {
-        "engine": {"name": "vllm", "version": "0.17.1", "model": "org/model"},
-        "target": {"kind": "sim", "profile": "h200x4"},
-        "parameters": {
-            "chunk": cat([8192, 32768, 131072], 8192, "--max-num-batched-tokens"),
-            "noop": cat(["1", "0"], "1", "--noop"),
-            "seats": cat([16, 256, 1024], 1024, "--max-num-seqs"),
-        },
-        "workload": {
-            "dataset": {"kind": "random", "input_len": 8, "output_len": 8},
-            "num_prompts": 2,
-            "tiers": [1],
-        },
+    cat = categorical
+    parameters = {
+        "chunk": cat([8192, 32768, 131072], 8192, "--max-num-batched-tokens"),
+        "noop": cat(["1", "0"], "1", "--noop"),
+        "seats": cat([16, 256, 1024], 1024, "--max-num-seqs"),
     }
+    return knob_space(parameters)
 
 
 def test_a_knob_measured_to_hurt_is_not_kept() -> None:
