@@ -18,9 +18,8 @@ from objectives.race import (
 )
 from objectives.runner import run_benchmark
 from objectives.workload import WorkloadSpec
-from tuner.engine import EngineConfig
+from tests.objectives.sim_engine import sim_config
 
-MODEL = "MiniMaxAI/MiniMax-M2.5"
 INCUMBENT = [0.010 + 0.0001 * (i % 7) for i in range(40)]
 
 
@@ -78,16 +77,8 @@ def test_a_simulated_tier_out_of_contention_is_cut_where_it_was_decided(tmp_path
             "seed": 2,
         }
     )
-    config = EngineConfig(
-        command=("vllm", "serve", MODEL),
-        args=("-tp", "4", "--enable-expert-parallel"),
-        env={},
-        model=MODEL,
-        port=8000,
-        labels={"trial": "0"},
-    )
     with SimLauncher(SimSettings()) as launcher:
-        launcher.start(config, tmp_path)
+        launcher.start(sim_config(), tmp_path)
         endpoint = launcher.wait_ready(5.0)
         [full] = run_benchmark(endpoint, workload)
         assert full.decided_after is None and len(full.requests["tpot"]) == 30

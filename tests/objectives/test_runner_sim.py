@@ -7,22 +7,12 @@ from pathlib import Path
 from launchers.sim import SimLauncher, SimSettings
 from objectives.runner import run_benchmark
 from objectives.workload import WorkloadSpec
-from tuner.engine import EngineConfig
-
-MODEL = "MiniMaxAI/MiniMax-M2.5"
+from tests.objectives.sim_engine import sim_config
 
 
 def sim_endpoint_run(tmp_path: Path, workload: WorkloadSpec, *args: str) -> list:  # type: ignore[type-arg]
-    config = EngineConfig(
-        command=("vllm", "serve", MODEL),
-        args=("-tp", "4", "--enable-expert-parallel", *args),
-        env={},
-        model=MODEL,
-        port=8000,
-        labels={"trial": "0"},
-    )
     with SimLauncher(SimSettings()) as launcher:
-        launcher.start(config, tmp_path)
+        launcher.start(sim_config(*args), tmp_path)
         return run_benchmark(launcher.wait_ready(5.0), workload)
 
 
