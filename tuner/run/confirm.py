@@ -40,7 +40,7 @@ from tuner.score.eligible import Eligible, Policy
 from tuner.score.pooling import Config, configs, noise_cv
 from tuner.score.recommend import leader, rank_score, tier_walk
 from tuner.score.revert import knob_effects, reverted
-from tuner.space.sample import violated_rules
+from tuner.space.sample import config_key, violated_rules
 from tuner.space.schema import Space
 
 MAX_ROUNDS = 3
@@ -120,7 +120,7 @@ def reversions(
     where nothing would change, the rules forbid it, or that config was already measured."""
     groups, defaults = list(configs(trials).values()), policy.defaults
     done = {(r.revert_of, r.revert_at) for r in map(TrialRecord.of, trials) if not r.revert_knob}
-    seen = {repr(sorted(t.params.items())) for t in trials}
+    seen = {config_key(t.params) for t in trials}
     out = []
     for tier in space.workload.tiers:
         top = leader(groups, objective, tier, policy)
@@ -133,7 +133,7 @@ def reversions(
         pick = dict(top.root.params)
         cv = noise_cv(groups, objective, tier)
         back = reverted(pick, knob_effects(groups, pick, objective, tier, defaults, cv), defaults)
-        key = repr(sorted(back.items()))
+        key = config_key(back)
         # Knobs that cannot act at the tier go back in the pick with no launch (it would
         # measure the same engine at this tier): a launch only where an acting knob goes back.
         acts = defaults.changed(back, tier) != defaults.changed(pick, tier)
@@ -150,12 +150,12 @@ def narrowings(
     alone (``tuner.score.narrow``): (the config it is put back from, the knob, the config),
     each config once, none already launched or queued."""
     groups = list(configs(trials).values())
-    seen = {repr(sorted(t.params.items())) for t in trials}
+    seen = {config_key(t.params) for t in trials}
     out = []
     for tier in space.workload.tiers:
         w = tier_walk(groups, objective, tier, policy)
         step = w.next if w is not None else None
-        if w is None or step is None or (key := repr(sorted(step.params.items()))) in seen:
+        if w is None or step is None or (key := config_key(step.params)) in seen:
             continue
         out.append((w.origin, step.knob, step.params))
         seen.add(key)
@@ -170,18 +170,18 @@ def enqueue(study: optuna.Study, roots: Sequence[TrialRecord]) -> None:
 def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
     """Confirm the leaders of every tier; returns how many confirmation launches were queued."""
     objective, study, space = worker.objective, worker.study, worker.objective.ctx.space
-    tiers, queued, rounds = list(space.workload.tiers), 0, 0
+    tiers, queued, rounds, policy = list(space.workload.tiers), 0, 0, Policy.of(space)
     while not _past(deadline, objective.clock) and objective.stop_reason() is None:
         with worker.j.lock.held():  # a second run on the study must see these as queued
             trials = study.get_trials(deepcopy=False)
-            todo = pending(trials, objective.ctx.objective, tiers, k, Policy.of(space))
+            todo = pending(trials, objective.ctx.objective, tiers, k, policy)
             todo = todo if rounds < MAX_ROUNDS else []
             enqueue(study, todo)
-            back = reversions(trials, objective.ctx.objective, space, Policy.of(space))
+            back = reversions(trials, objective.ctx.objective, space, policy)
             back = back if rounds < MAX_ROUNDS else []
             for root, tier, params in back:
                 study.enqueue_trial(params, user_attrs=revert_attrs(root, tier))
-            apart = narrowings(trials, objective.ctx.objective, space, Policy.of(space))
+            apart = narrowings(trials, objective.ctx.objective, space, policy)
             for root, knob, params in apart:
                 study.enqueue_trial(params, user_attrs=revert_attrs(root, knob=knob))
         if back:

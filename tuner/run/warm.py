@@ -32,6 +32,7 @@ from tuner.samplers.prior import Prior
 from tuner.score.eligible import Policy
 from tuner.score.recommend import TierRecommendation, recommend
 from tuner.space.params import Scalar
+from tuner.space.sample import config_key
 from tuner.space.schema import Space
 from tuner.space.translate import queued, translate
 from tuner.storage.results import StudyPaths
@@ -93,15 +94,15 @@ def _picks(
 ) -> tuple[tuple[tuple[int, dict[str, Scalar]], ...], tuple[str, ...]]:
     """Each tier's pick in this space, once each and not the baseline again; the notes say
     which picks this space's rules refuse."""
-    seen = {_key(space.defaults())}
+    seen = {config_key(space.defaults())}
     picks: list[tuple[int, dict[str, Scalar]]] = []
     notes: list[str] = []
     for rec in recs:
         config = queued(rec.params, space) if rec.trial is not None else None
         if rec.trial is not None and config is None:
             notes.append(f"warm start: c{rec.concurrency}'s pick breaks a rule here; not queued")
-        if config is not None and _key(config) not in seen:
-            seen.add(_key(config))
+        if config is not None and config_key(config) not in seen:
+            seen.add(config_key(config))
             picks.append((int(rec.trial or 0), config))
     return tuple(picks), tuple(notes)
 
@@ -127,7 +128,3 @@ def _value(trial: FrozenTrial, index: int, concurrency: int) -> float:
     values = trial.values or []
     ok = TrialRecord.of(trial).feasible_at(concurrency) and index < len(values)
     return float(values[index]) if ok and math.isfinite(values[index]) else math.nan
-
-
-def _key(config: dict[str, Scalar]) -> str:
-    return repr(sorted(config.items()))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import optuna
 
 from tuner.space.params import Parameter, Scalar
@@ -23,6 +26,11 @@ def _suggest_one(trial: optuna.Trial, name: str, p: Parameter) -> Scalar:
         step = int(p.step) if p.step is not None else 1
         return trial.suggest_int(name, int(p.low), int(p.high), step=step, log=p.log)
     return trial.suggest_float(name, p.low, p.high, step=p.step, log=p.log)
+
+
+def config_key(values: Mapping[str, Any]) -> str:
+    """One config's identity, whatever order its parameters were set in."""
+    return repr(sorted(values.items()))
 
 
 def violated_rules(space: Space, values: dict[str, Scalar]) -> list[str]:
