@@ -31,12 +31,12 @@ from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective, front_axes
 from objectives.tails import samples_key, with_counts
-from tuner.score.eligible import Eligible, Policy
+from tuner.score.eligible import OUTPUT, Eligible, Policy
 from tuner.score.evidence import knob_notes
 from tuner.score.narrow import Walk, walk
 from tuner.score.pooling import Config, configs, noise_cv, spread
 from tuner.score.quality import config_quality
-from tuner.score.revert import knob_effects, simplest
+from tuner.score.revert import Yardstick, beyond_noise, knob_effects, simplest
 from tuner.score.why import Leader, choice_line
 
 # Smoothness beside TPOT: a TPOT averages a stall over the answer, the longest gap shows it.
@@ -50,7 +50,6 @@ SHOWN_METRICS = (
     "output_throughput",
 )
 RANK_Z = 1.0
-VERDICT_Z = 2.0
 
 
 @dataclass
@@ -126,7 +125,8 @@ def _recommend_tier(
     lead = best = _best(pool.configs, objective, tier, cv)
     if best is not None and policy.defaults is not None:
         told = walk(groups, best, pool.configs, objective, tier, policy, cv)
-        best = simplest(best, pool.configs, objective, tier, policy.defaults, cv)
+        yard = _yardstick(groups, base, pool, objective, tier, cv)
+        best = simplest(best, pool.configs, objective, tier, policy.defaults, cv, yard)
         effects = knob_effects(groups, best.root.params, objective, tier, policy.defaults, cv)
         rec.effects = {k: asdict(e) for k, e in effects.items()}
         rec.params, rec.idle = _deployed(best.root.params, tier, policy)
@@ -155,6 +155,25 @@ def _recommend_tier(
         rec.gain = objective.gain(rec.value, rec.baseline_value)
         rec.verdict = _verdict(rec, best is base, base in pool.queued or base in pool.held)
     return rec
+
+
+def _yardstick(
+    groups: Sequence[Config],
+    base: Config | None,
+    pool: Eligible,
+    objective: Objective,
+    tier: int,
+    cv: float | None,
+) -> Yardstick | None:
+    """The baseline as the yardstick of a pick's changes, where it served the tier on its own
+    terms: eligible, or left out only for its throughput (then a gain in throughput counts).
+    One that failed, missed an SLO or queued users is beaten by any eligible config."""
+    if base is None or (base not in pool.configs and base not in pool.below_floor):
+        return None
+    axes: tuple[tuple[Objective, float | None], ...] = ((objective, cv),)
+    if base in pool.below_floor:
+        axes += ((OUTPUT, noise_cv(groups, OUTPUT, tier)),)
+    return Yardstick(base, axes)
 
 
 def _deployed(
@@ -259,9 +278,9 @@ def _verdict(rec: TierRecommendation, is_base: bool, base_queued: bool) -> str:
 def _against_noise(rec: TierRecommendation) -> str:
     if rec.noise_cv is None or rec.gain is None:
         return "unconfirmed"
-    error = rec.noise_cv * math.sqrt(1 / len(rec.values) + 1 / len(rec.baseline_values))
-    if rec.gain > VERDICT_Z * error:
+    runs = (len(rec.values), len(rec.baseline_values))
+    if beyond_noise(rec.gain, rec.noise_cv, *runs):
         return "better"
-    if rec.gain < -VERDICT_Z * error:
+    if beyond_noise(-rec.gain, rec.noise_cv, *runs):
         return "worse"
     return "within noise"

@@ -15,7 +15,8 @@ at an importance of 0.03, a seat limit above the tier's users) is a setting nobo
   space's rules allow; the confirmation launches measure it (``tuner.run.confirm``).
 - ``simplest`` then chooses, among the pick and the measured configs that are the pick with
   some knobs at their defaults, the one with the fewest changes whose value is not worse than
-  the pick's beyond the noise (``tuner.score.recommend``).
+  the pick's beyond the noise and, while it changes any knob, better than the baseline beyond
+  the noise (``tuner.score.recommend``).
 
 Where the knobs put back together measure worse beyond the noise, ``tuner.score.narrow`` tries
 them one at a time, and each knob the pick keeps says how its effect was measured
@@ -155,9 +156,14 @@ def simplest(
     tier: int,
     defaults: Defaults,
     noise: float | None,
+    yardstick: Yardstick | None = None,
 ) -> Config:
     """The config with the fewest changed knobs among ``best`` and the measured configs that
-    are ``best`` with some knobs back at their defaults and not worse beyond the noise."""
+    are ``best`` with some knobs back at their defaults and not worse beyond the noise. One
+    that still changes knobs must also beat the ``yardstick`` (the baseline, where it may be
+    compared) beyond the noise on one of its axes: "within the noise" does not chain, and a
+    config level with both the leader and the defaults keeps changes that no measurement
+    credits (a lossy KV-cache dtype among them)."""
     keep = defaults.changed(best.root.params)
     out, fewest = best, len(keep)
     for c in candidates:
@@ -165,9 +171,40 @@ def simplest(
         if c is best or not _subset(changes, keep, c.root.params, best.root.params):
             continue
         loss = measured_loss(c, best, objective, tier, noise)
-        if loss is not None and not loss[1] and len(changes) < fewest:
-            out, fewest = c, len(changes)
+        if loss is None or loss[1] or len(changes) >= fewest:
+            continue
+        if changes and yardstick is not None and not yardstick.beaten_by(c, tier):
+            continue
+        out, fewest = c, len(changes)
     return out
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """The baseline a config's changes must beat to be kept, and the axes it is beaten on:
+    the objective, and output throughput where the baseline was left out for giving up
+    capacity (each with the tier's run-to-run noise)."""
+
+    base: Config
+    axes: tuple[tuple[Objective, float | None], ...]
+
+    def beaten_by(self, c: Config, tier: int) -> bool:
+        """Whether ``c`` measured better than the baseline beyond the noise on some axis, as
+        a verdict calls it ``better``."""
+        for objective, noise in self.axes:
+            mine, theirs = c.values(objective, tier), self.base.values(objective, tier)
+            if not mine or not theirs or noise is None:
+                continue
+            gain = objective.gain(statistics.fmean(mine), statistics.fmean(theirs))
+            if beyond_noise(gain, noise, len(mine), len(theirs)):
+                return True
+        return False
+
+
+def beyond_noise(gain: float, noise: float, runs: int, base_runs: int) -> bool:
+    """Whether a relative ``gain`` between two configs' pooled means (over ``runs`` and
+    ``base_runs`` launches) exceeds ``VERDICT_Z`` standard errors of the tier's noise."""
+    return gain > VERDICT_Z * noise * math.sqrt(1 / runs + 1 / base_runs)
 
 
 def measured_loss(

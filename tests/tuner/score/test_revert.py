@@ -195,3 +195,41 @@ def test_knobs_always_changed_together_are_said_to_be_estimated_together() -> No
         assert "not told apart" in notes[k]["words"] and notes[k]["together"]
     apart = knob_effects(list(configs(study()).values()), pick, P99, 1, DEFAULTS, 0.01)
     assert apart["chunk"].together == () and apart["noop"].together == ()
+
+
+def test_a_config_level_with_both_the_leader_and_the_defaults_is_not_the_pick() -> None:
+    """noop=0 alone measures within the noise of the leader (chunk and noop) and of the
+    baseline, while the leader beats the baseline beyond it: "within the noise" does not chain,
+    so the change nothing credits is not deployed in place of the leader."""
+    base = {"chunk": 8192, "noop": "1", "seats": 1024}
+    trials = [
+        trial(base, 28.0, baseline=True),
+        trial(base, 32.0, confirm_of=0),  # about 9% run-to-run noise
+        trial({"chunk": 131072, "noop": "0", "seats": 1024}, 20.0),
+        trial({"chunk": 8192, "noop": "0", "seats": 1024}, 25.0),
+    ]
+    for n, t in enumerate(trials):
+        t.number = n
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.trial == 2 and rec.verdict == "better", (rec.trial, rec.verdict, rec.choice)
+
+
+def test_a_baseline_left_out_for_its_throughput_is_beaten_on_throughput() -> None:
+    """The baseline gives up capacity (below the floor): noop=0 alone, level with it on
+    p99_tpot, earns its change with a throughput gain beyond the noise."""
+    base = {"chunk": 8192, "noop": "1", "seats": 1024}
+
+    def at(p99: float, tput: float) -> dict[str, Any]:
+        return {"tiers": {"1": {"p99_tpot_ms": p99, "output_throughput": tput}}}
+
+    trials = [
+        trial(base, 28.0, baseline=True, **at(28.0, 100.0)),
+        trial(base, 32.0, confirm_of=0, **at(32.0, 102.0)),
+        trial({"chunk": 131072, "noop": "0", "seats": 1024}, 20.0, **at(20.0, 150.0)),
+        trial({"chunk": 8192, "noop": "0", "seats": 1024}, 25.0, **at(25.0, 140.0)),
+    ]
+    for n, t in enumerate(trials):
+        t.number = n
+    floor = Policy(throughput_floor=0.8, defaults=DEFAULTS)
+    (rec,) = recommend(trials, P99, [1], floor)
+    assert rec.trial == 3, (rec.trial, rec.choice)
