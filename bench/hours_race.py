@@ -11,7 +11,7 @@ tier can never be the search's pick there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bench.efficiency_truth import Goal, Record, feasible_at
 from objectives.race import END, Race, RaceRule, first_ended, series_of, statistic
@@ -25,16 +25,26 @@ def full_cost(rec: Record) -> Record:
     return {**rec, "cost_s": seconds, "decided": [None] * len(rec["values"])}
 
 
-def raced(rec: Record, launches: Sequence[Launch], key: str, rule: RaceRule) -> Record:
-    """``rec`` as a race against ``launches``' incumbents would have measured it."""
+def raced(
+    rec: Record,
+    launches: Sequence[Launch],
+    key: str,
+    rule: RaceRule,
+    limits: Mapping[int, Mapping[str, float]] | None = None,
+) -> Record:
+    """``rec`` as a race against ``launches``' incumbents and the space's SLOs on a longest
+    figure (``limits``, per tier index) would have measured it."""
     out = full_cost(rec)
     if not rec.get("requests") or series_of(key) is None:
         return out
     values, tier_s = list(rec["values"]), list(rec["tier_s"])
     for i, requests in enumerate(rec["requests"]):
+        if not requests[END]:
+            continue
         incumbent = incumbent_values(launches, i)
-        series = {series_of(key) or "": requests["value"], END: requests[END]}
-        n = Race(key, {i: incumbent}, rule).stop_after(i, series) if incumbent else None
+        series = {**requests, series_of(key) or "": requests["value"]}
+        race = Race(key, {i: incumbent} if incumbent else {}, rule, (limits or {}))
+        n = race.stop_after(i, series)
         if n is None:
             continue
         kept, tier_s[i] = first_ended(requests[END], n)

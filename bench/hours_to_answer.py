@@ -40,6 +40,7 @@ from bench.sweep import cache_path, init_measure, load, measure, measure_all, re
 from bench.table_search import TableObjective, search
 from objectives.objective import get_objective
 from objectives.race import RaceRule
+from tuner.run.race import ceilings
 from tuner.samplers.registry import DEFAULT_SAMPLER, make_sampler
 
 METHODS = {"today": DEFAULT_SAMPLER, "adaptive": DEFAULT_SAMPLER, "random": "random", "tpe": "tpe"}
@@ -51,7 +52,9 @@ _W: dict[str, Any] = {}
 def _init(path: Path, table: dict[str, Record], replicates: list[str], goal: Goal) -> None:
     space = hours_space(path)
     init_measure(space)
-    _W.update(path=path, table=table, replicates=replicates, goal=goal, space=space)
+    # The SLOs on a longest figure, per tier index (a table's records list tiers in order).
+    limits = {space.workload.tiers.index(t): v for t, v in ceilings(space).items()}
+    _W.update(path=path, table=table, replicates=replicates, goal=goal, space=space, limits=limits)
 
 
 def one_search(job: tuple[str, int, int]) -> tuple[str, int, list[Launch]]:
@@ -69,7 +72,7 @@ def one_search(job: tuple[str, int, int]) -> tuple[str, int, list[Launch]]:
         rec = _W["table"][name]
         # The baseline (the first launch) is always measured in full: the yardstick.
         if method in RACED and launches:
-            return raced(rec, launches, key, rule)
+            return raced(rec, launches, key, rule, _W["limits"])
         return full_cost(rec)
 
     objective = TableObjective(space, np.random.default_rng(seed), _W["replicates"], lookup)

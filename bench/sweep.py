@@ -28,7 +28,7 @@ from bench.efficiency_truth import Record
 from launchers.simengine import EngineRefused, load_profile
 from launchers.simengine.config import resolve
 from objectives.objective import get_objective
-from objectives.race import END, series_of
+from objectives.race import CEILINGS, END, series_of
 from tuner.engine import EngineConfig
 from tuner.record.times import TrialTimes
 from tuner.record.trial import TrialOutcome
@@ -43,7 +43,7 @@ SPACE = REPO / "search_spaces" / "minimax_h200.yaml"
 CACHE_DIR = REPO / "results" / "bench"
 # In the cache key: tables written before "tier_ok" lack per-tier feasibility, before
 # "hours" each launch's hardware seconds and its requests' values and ends.
-RECORD_FORMAT = "tier_ok+hours"
+RECORD_FORMAT = "tier_ok+hours+gaps"
 
 Job = TypeVar("Job")
 Out = TypeVar("Out")
@@ -121,13 +121,20 @@ def hours_of(space: Space, times: TrialTimes, folder: Path) -> Record:
     for c in space.workload.tiers:
         path = folder / f"bench_c{c}.json"
         data = json.loads(path.read_text()).get("requests", {}) if path.exists() else {}
-        requests.append({"value": data.get(name or "", []), END: data.get(END, [])})
+        requests.append(
+            {"value": data.get(name or "", []), END: data.get(END, []), **_ceiling_series(data)}
+        )
     return {
         "startup_s": times.startup_s or 0.0,
         "warmup_s": times.warmup_s or 0.0,
         "tier_s": [times.tiers_s.get(str(c), 0.0) for c in space.workload.tiers],
         "requests": requests,
     }
+
+
+def _ceiling_series(data: dict[str, Any]) -> dict[str, Any]:
+    """The per-request series an SLO on a longest figure holds a tier to (``CEILINGS``)."""
+    return {name: data[name] for name in CEILINGS.values() if name in data}
 
 
 def all_points(space: Space) -> list[dict[str, Any]]:

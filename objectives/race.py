@@ -9,6 +9,10 @@ served is already worse than the incumbent's by that margin (``out_of_contention
 stops. The rest of its requests would only make a loser's figure exact (F-Race, irace and
 SMAC's intensification race configurations the same way).
 
+A tier also stops as soon as it has missed an SLO on a longest figure (``CEILINGS``): once one
+request met a 2.5 s gap, the tier's longest gap is past a 2 s limit whatever the rest do, and a
+tier that missed an SLO is never a pick there. No test is needed for that: a maximum only grows.
+
 A tier stopped so rests on fewer requests than the space asks for: ``decided_after`` records
 how many, and scoring never makes such a tier a pick or a front point (``tuner.score``).
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
@@ -29,6 +34,9 @@ from objectives.records import RequestRecord
 # The per-request series an objective's key is a statistic of (seconds, request order).
 SERIES = {"tpot": "tpot", "itl": "tpot", "ttft": "ttft", "e2el": "e2el"}
 END = "end"  # seconds from the tier's first send until the request ended
+# SLO metrics that are a tier's maximum over its requests, and the per-request series (seconds)
+# whose maximum they are: a tier with one request past the limit has missed the SLO.
+CEILINGS = {"max_itl_ms": "max_gap"}
 
 
 def series_of(key: str) -> str | None:
@@ -68,19 +76,37 @@ class Race:
     key: str
     incumbents: Mapping[int, Sequence[float | None]] = field(default_factory=dict)
     rule: RaceRule = RaceRule()
+    # Per tier, the largest value each series of ``CEILINGS`` may reach (seconds): its SLO.
+    ceilings: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
 
     def stop_after(self, tier: int, series: Mapping[str, Sequence[float | None]]) -> int | None:
         """After how many completed requests (in the order they ended) the tier is decided,
         or None: measured in full. ``series`` is the launch's per-request series."""
+        ends = series[END]
+        order = sorted(range(len(ends)), key=lambda i: _end(ends, i))
+        for n, i in enumerate(order[:-1], start=1):
+            if self.over_ceiling(tier, {k: v[i] for k, v in series.items() if i < len(v)}):
+                return n
+        return self._contest(tier, series, order)
+
+    def _contest(
+        self, tier: int, series: Mapping[str, Sequence[float | None]], order: Sequence[int]
+    ) -> int | None:
         incumbent, name = self.incumbents.get(tier), series_of(self.key)
         if incumbent is None or name is None or name not in series:
             return None
-        values, ends = series[name], series[END]
-        order = sorted(range(len(values)), key=lambda i: _end(ends, i))
         for n in range(self.rule.min_pairs, len(order)):
-            if self.out_of_contention(order[:n], values, incumbent):
+            if self.out_of_contention(order[:n], series[name], incumbent):
                 return n
         return None
+
+    def over_ceiling(self, tier: int, request: Mapping[str, float | None]) -> bool:
+        """Whether one request's figures already put the tier past an SLO on its maximum."""
+        for name, limit in self.ceilings.get(tier, {}).items():
+            value = request.get(name)
+            if value is not None and value > limit:
+                return True
+        return False
 
     def out_of_contention(
         self,
@@ -145,15 +171,20 @@ def _average_ranks(x: np.ndarray) -> np.ndarray:
 
 
 def request_series(records: Sequence[RequestRecord]) -> dict[str, list[float | None]]:
-    """Each request's TTFT, TPOT, E2EL and end (seconds, request order; None where it failed
-    or has no such figure): what a later launch is paired against."""
+    """Each request's TTFT, TPOT, E2EL, longest gap between two chunks and end (seconds,
+    request order; None where it failed or has no such figure): what a later launch is paired
+    against, and what a ceiling is held to."""
     start = min((r.send_time for r in records), default=0.0)
-    out: dict[str, list[float | None]] = {"ttft": [], "tpot": [], "e2el": [], END: []}
+    out: dict[str, list[float | None]] = {"ttft": [], "tpot": [], "e2el": [], "max_gap": []}
+    out[END] = []
     for r in records:
-        ttft, e2el = (r.ttft, r.e2el) if failure_reason(r) is None else (None, None)
+        ok = failure_reason(r) is None
+        ttft, e2el = (r.ttft, r.e2el) if ok else (None, None)
         out["ttft"].append(ttft)
         out["e2el"].append(e2el)
         out["tpot"].append(_tpot(ttft, e2el, r.output_tokens))
+        gaps = [b - a for a, b in pairwise(r.chunk_times)]
+        out["max_gap"].append(max(gaps) if ok and gaps else None)
         out[END].append(r.chunk_times[-1] - start if r.chunk_times else None)
     return out
 
@@ -192,11 +223,17 @@ class Watch:
         self.decided_after: int | None = None
 
     def done(self, i: int, record: RequestRecord) -> bool:
-        incumbent, name = self.race.incumbents.get(self.tier), series_of(self.race.key)
-        if incumbent is None or name is None or self.decided_after is not None:
-            return self.decided_after is not None
-        self.values[i] = request_series([record])[name][0]
+        if self.decided_after is not None:
+            return True
+        row = {k: v[0] for k, v in request_series([record]).items()}
         self.done_at.append(i)
-        if self.race.out_of_contention(self.done_at, self.values, incumbent):
+        incumbent, name = self.race.incumbents.get(self.tier), series_of(self.race.key)
+        if name is not None:
+            self.values[i] = row[name]
+        if self.race.over_ceiling(self.tier, row) or (
+            incumbent is not None
+            and name is not None
+            and self.race.out_of_contention(self.done_at, self.values, incumbent)
+        ):
             self.decided_after = len(self.done_at)
         return self.decided_after is not None

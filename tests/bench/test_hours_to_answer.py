@@ -45,3 +45,14 @@ def test_hours_count_until_every_tier_is_within_the_tolerance() -> None:
     truth = [{"slow": 15.0, "best": 10.0}]
     assert hours_to_reach(launches, (truth, 0.03, False)) == (2 * 860 / 3600, 2)
     assert hours_to_reach(launches[:1], (truth, 0.03, False)) is None
+
+
+def test_a_tier_past_a_longest_gap_limit_is_charged_until_the_request_that_passed_it() -> None:
+    """Before any incumbent (the baseline infeasible there): the fourth request met a 2.5 s
+    gap against a 2 s limit, so the tier costs its first four requests and is no pick."""
+    rec = record(1.0)
+    rec["requests"][0]["max_gap"] = [0.5, 0.5, 0.5, 2.5] + [0.5] * 16
+    rec["tier_ok"] = [False]
+    cut = raced(rec, [], "p99_tpot_ms", RaceRule(), {0: {"max_gap": 2.0}})
+    assert cut["decided"] == [4] and cut["cost_s"] == 600 + 60 + 40
+    assert raced(rec, [], "p99_tpot_ms", RaceRule())["decided"] == [None]  # no limit: in full

@@ -62,6 +62,21 @@ def test_no_incumbent_or_a_whole_tier_objective_is_not_raced() -> None:
     assert series_of("median_ttft_ms") == "ttft"
 
 
+def test_a_tier_past_an_slo_on_its_longest_gap_stops_at_the_request_that_passed_it() -> None:
+    """No incumbent needed and no pairs: a maximum only grows. The request that passed the
+    limit is the third to end (ends run backwards here), so the tier stops after three."""
+    mine = {**series(1.0, 20), END: [float(20 - i) for i in range(20)]}
+    gaps: list[float | None] = [0.5] * 20
+    mine["max_gap"] = gaps
+    race = Race("p99_tpot_ms", ceilings={1: {"max_gap": 2.0}})
+    assert race.stop_after(1, mine) is None  # every gap within the limit
+    gaps[17] = 2.5
+    assert race.stop_after(1, mine) == 3
+    assert race.stop_after(4, mine) is None  # no ceiling at that tier
+    gaps[17], gaps[0] = 0.5, 2.5  # only the last to end passed it: measured in full anyway
+    assert race.stop_after(1, mine) is None
+
+
 def test_statistic_and_the_first_requests_to_end() -> None:
     assert statistic("median_tpot_ms", [0.001, 0.002, 0.003]) == pytest.approx(2.0)
     assert first_ended([3.0, 1.0, None, 2.0], 2) == ([1, 3], 2.0)
@@ -107,3 +122,23 @@ def test_a_tier_over_http_out_of_contention_is_cut_too() -> None:
         faster = {1: [0.0001] * 30}  # an incumbent far ahead: the tier is decided early
         [cut] = run_benchmark(endpoint, workload, race=Race("p99_tpot_ms", faster))
     assert cut.decided_after == RaceRule().min_pairs
+
+
+def test_a_tier_over_http_past_its_longest_gap_stops_at_once() -> None:
+    from objectives.endpoint import Endpoint
+    from tests.objectives.servers import paced_server
+
+    workload = WorkloadSpec.model_validate(
+        {
+            "dataset": {"kind": "random", "input_len": 16, "output_len": 8, "vocab_size": 200},
+            "num_prompts": 12,
+            "tiers": [1],
+            "warmup": 0,
+            "seed": 2,
+        }
+    )
+    with paced_server(itl_ms=20, ttft_ms=5) as url:
+        endpoint = Endpoint(model="paced", base_url=url)
+        race = Race("p99_tpot_ms", ceilings={1: {"max_gap": 0.010}})
+        [cut] = run_benchmark(endpoint, workload, race=race)
+    assert cut.decided_after == 1 and cut.metrics["max_itl_ms"] > 10

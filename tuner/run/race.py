@@ -2,18 +2,20 @@
 
 Each tier races against its current pick (``tuner.score.recommend``: eligible, pooled), read
 back from the study with the per-request values its launch stored; a tier with no pick yet,
-or whose pick stored none, is measured in full. The baseline and confirmation launches are
+or whose pick stored none, is raced against the space's SLOs on a longest figure alone
+(``ceilings``), or measured in full where it has none. The baseline and confirmation launches are
 never raced: the yardstick and every pick's second launch rest on every request.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
-from objectives.race import Race, RaceRule, series_of
+from objectives.race import CEILINGS, Race, RaceRule, series_of
 from tuner.record.trial import TrialRecord
 from tuner.score.eligible import Policy
 from tuner.score.recommend import recommend
@@ -28,19 +30,42 @@ def race_for(
     study = space.study
     if not study.race or in_full:
         return None
-    if series_of(objective.key) is None:
-        return None
-    done = [t for t in trials if t.state == TrialState.COMPLETE]
-    tiers = list(space.workload.tiers)
     incumbents: dict[int, list[float | None]] = {}
-    by_number = {t.number: TrialRecord.of(t) for t in done}
-    for rec in recommend(done, objective, tiers, Policy.of(space)):
-        if rec.trial is not None and (values := _stored(by_number, rec.runs, rec.concurrency)):
-            incumbents[rec.concurrency] = values
-    if not incumbents:
+    if series_of(objective.key) is not None:
+        incumbents = _incumbents(space, objective, trials)
+    limits = ceilings(space)
+    if not incumbents and not limits:
         return None
     rule = RaceRule(alpha=study.race_alpha, margin=study.race_margin)
-    return Race(objective.key, incumbents, rule)
+    return Race(objective.key, incumbents, rule, limits)
+
+
+def _incumbents(
+    space: Space, objective: Objective, trials: Sequence[FrozenTrial]
+) -> dict[int, list[float | None]]:
+    """Per tier with a pick, the pick's stored per-request values."""
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    out: dict[int, list[float | None]] = {}
+    by_number = {t.number: TrialRecord.of(t) for t in done}
+    for rec in recommend(done, objective, list(space.workload.tiers), Policy.of(space)):
+        if rec.trial is not None and (values := _stored(by_number, rec.runs, rec.concurrency)):
+            out[rec.concurrency] = values
+    return out
+
+
+def ceilings(space: Space) -> dict[int, dict[str, float]]:
+    """Per tier, the space's SLOs on a longest figure as limits on a per-request series
+    (seconds; the tightest where two apply)."""
+    out: dict[int, dict[str, float]] = {}
+    for slo in space.slos:
+        name = CEILINGS.get(slo.metric)
+        if name is None or slo.max is None:
+            continue
+        for tier in space.workload.tiers:
+            if slo.applies_to(tier):
+                limits = out.setdefault(tier, {})
+                limits[name] = min(limits.get(name, math.inf), slo.max / 1000)
+    return out
 
 
 def _stored(

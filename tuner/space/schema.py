@@ -151,9 +151,10 @@ class StudySpec(BaseModel):
         True,
         description="Stop a tier early once the launch is out of contention there: slower "
         "than the tier's current pick, request for request, by more than race_margin with "
-        "confidence 1 - race_alpha (objectives.race). A tier stopped so is never a pick; the "
-        "baseline and confirmations are always measured in full. False measures every tier "
-        "of every launch in full.",
+        "confidence 1 - race_alpha (objectives.race), or once it missed an SLO on a longest "
+        "figure (max_itl_ms). A tier stopped so is never a pick; the baseline and "
+        "confirmations are always measured in full. False measures every tier of every "
+        "launch in full.",
     )
     race_alpha: float = Field(
         0.01, gt=0, lt=0.5, description="The paired test's one-sided significance level."

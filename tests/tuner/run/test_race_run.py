@@ -42,3 +42,16 @@ def test_race_false_measures_every_tier_in_full(
 ) -> None:
     _, records = run(space_file, small_space, tmp_path, race=False)
     assert all(r.measured_in_full(c) for r in records for c in small_space["workload"]["tiers"])
+
+
+def test_a_tier_past_the_spaces_longest_gap_limit_stops_early_and_is_no_pick(
+    space_file: Path, small_space: dict[str, Any], tmp_path: Path
+) -> None:
+    """Every launch but the baseline (in full) stops each tier at the first request whose
+    longest gap passed the space's max_itl_ms limit, far below what any config gives."""
+    small_space["slos"] = [{"metric": "max_itl_ms", "max": 0.001}]
+    summary, records = run(space_file, small_space, tmp_path)
+    tiers = small_space["workload"]["tiers"]
+    raced = [r for r in records if not r.baseline and r.confirm_of is None]
+    assert raced and all(r.decided_after(c) == 1 for r in raced for c in tiers)
+    assert all(rec.trial is None for rec in summary.recommendations)
