@@ -108,15 +108,7 @@ def test_a_tier_over_http_out_of_contention_is_cut_too() -> None:
     from objectives.endpoint import Endpoint
     from tests.objectives.servers import paced_server
 
-    workload = WorkloadSpec.model_validate(
-        {
-            "dataset": {"kind": "random", "input_len": 16, "output_len": 8, "vocab_size": 200},
-            "num_prompts": 30,
-            "tiers": [1],
-            "warmup": 0,
-            "seed": 2,
-        }
-    )
+    workload = short_workload(30)
     with paced_server(itl_ms=5, ttft_ms=5) as url:
         endpoint = Endpoint(model="paced", base_url=url)
         faster = {1: [0.0001] * 30}  # an incumbent far ahead: the tier is decided early
@@ -128,17 +120,16 @@ def test_a_tier_over_http_past_its_longest_gap_stops_at_once() -> None:
     from objectives.endpoint import Endpoint
     from tests.objectives.servers import paced_server
 
-    workload = WorkloadSpec.model_validate(
-        {
-            "dataset": {"kind": "random", "input_len": 16, "output_len": 8, "vocab_size": 200},
-            "num_prompts": 12,
-            "tiers": [1],
-            "warmup": 0,
-            "seed": 2,
-        }
-    )
+    workload = short_workload(12)
     with paced_server(itl_ms=20, ttft_ms=5) as url:
         endpoint = Endpoint(model="paced", base_url=url)
         race = Race("p99_tpot_ms", ceilings={1: {"max_gap": 0.010}})
         [cut] = run_benchmark(endpoint, workload, race=race)
     assert cut.decided_after == 1 and cut.metrics["max_itl_ms"] > 10
+
+
+def short_workload(num_prompts: int) -> WorkloadSpec:
+    """Short prompts and answers at one user, for the paced HTTP server."""
+    dataset = {"kind": "random", "input_len": 16, "output_len": 8, "vocab_size": 200}
+    spec = {"dataset": dataset, "num_prompts": num_prompts, "tiers": [1], "warmup": 0, "seed": 2}
+    return WorkloadSpec.model_validate(spec)
