@@ -102,7 +102,7 @@ def test_offline_fits_and_judges_on_the_stored_sittings_without_a_real_engine(
     argv = ["--offline", "--evals", "1", "--out", str(tmp_path), "--measured", *map(str, sittings)]
     assert svr.main(argv) == 0
     out = capsys.readouterr().out
-    assert "fitted factors (from the calibration configs only, 3 sittings)" in out
+    assert f"fitted factors (from the calibration configs only, {len(sittings)} sittings)" in out
     assert "overheads.eager_token_us" in out and "CPU_ATTN.varlen_decode_rows" in out
     held = json.loads((tmp_path / "held_out.json").read_text())
     assert {r["config"] for r in held["rows"]} == {label for label, _ in runs.HELD_OUT}
