@@ -54,25 +54,18 @@ def guard() -> None:
             signum = dropped_signal(args.exc_value)
             if signum is None:
                 previous(args)
-                return
-            left = threading.Event()
-            _redeliver_later(signum, left)
-            left.set()
+            else:
+                _redeliver_later(signum)
 
         sys.unraisablehook = hook
 
 
-def _redeliver_later(signum: int, left: threading.Event) -> None:
-    # Sent from another thread, once the hook has returned: a signal handled inside the hook
-    # raises there, and Python drops an exception of the unraisable hook without calling the
-    # hook again, so that stop would be lost for good (seen on a loaded machine, where the
-    # main thread was still in the hook when a fixed delay ran out).
-    def later() -> None:
-        left.wait()
-        threading.Event().wait(REDELIVER_AFTER_S)
-        _redeliver(signum)
-
-    threading.Thread(target=later, name="tune-stop-redeliver", daemon=True).start()
+def _redeliver_later(signum: int) -> None:
+    # Sent from another thread: sent from the hook itself, the handler would run inside the
+    # hook, where its exception would be dropped again.
+    timer = threading.Timer(REDELIVER_AFTER_S, _redeliver, (signum,))
+    timer.daemon = True
+    timer.start()
 
 
 def _redeliver(signum: int) -> None:
