@@ -23,9 +23,6 @@ CHILD = textwrap.dedent(
     from tuner.run.signals import TimeUp, deadline_alarm, sigterm_as_interrupt
 
     mode, signum = sys.argv[1], int(sys.argv[2])
-    # Python raises KeyboardInterrupt on SIGINT only where its parent left SIGINT alone; a
-    # background job of a shell script (a CI step run with '&') starts with it ignored.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     class Engine:
         def stop(self):
