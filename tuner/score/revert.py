@@ -217,8 +217,7 @@ def measured_loss(
     if not mine or not theirs or noise is None:
         return None
     loss = -objective.gain(statistics.fmean(theirs), statistics.fmean(mine))
-    error = noise * math.sqrt(1 / len(mine) + 1 / len(theirs))
-    return loss, loss > VERDICT_Z * error
+    return loss, beyond_noise(loss, noise, len(mine), len(theirs))
 
 
 def _subset(changes: Mapping, keep: Mapping, params: Mapping, best: Mapping) -> bool:
