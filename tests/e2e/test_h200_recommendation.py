@@ -26,6 +26,10 @@ def test_every_tier_is_served_within_its_slos_without_queueing(tmp_path: Path) -
     for rec in summary.recommendations:
         c = rec.concurrency
         assert rec.trial is not None, f"c{c}: no pick"
+        for knob, note in rec.knobs.items():  # each kept knob has an effect measured apart
+            alone = note["measured_by"] == "reversion" and not note.get("within_noise")
+            told = note["measured_by"] == "regression" and not note.get("together")
+            assert alone or told, f"c{c}: {knob}: {note['words']}"
         for run in rec.runs:  # every launch of the pick met the tier's SLOs
             assert TrialRecord.of(trials[run]).feasible_at(c), f"c{c}: trial {run}"
         seats = rec.params.get("max_num_seqs", 1024)

@@ -105,7 +105,10 @@ class TrialRecord:
     lower_quality: bool = False  # the run judged it below the quality floor, as the sampler saw
     requests: dict[str, list[float | None]] = field(default_factory=dict)
     revert_of: int | None = None  # the pick this config is, with its idle knobs at the default
-    revert_knob: str | None = None  # the one knob tried alone (None: all idle knobs together)
+    # The one knob tried at its default on top of a walk's earlier steps (None: all idle knobs
+    # together); with ``revert_at`` too, the knobs of that tier's pick measured apart
+    # (comma-separated where several went back at once, ``tuner.run.prune``).
+    revert_knob: str | None = None
     revert_at: int | None = None  # the tier whose idle knobs it put back
 
     @classmethod

@@ -36,6 +36,8 @@ from tuner.record.trial import TrialRecord, confirm_attrs, revert_attrs
 from tuner.run.context import DEFAULT_CONFIRM
 from tuner.run.eta import Clock
 from tuner.run.loop import WorkerLoop
+from tuner.run.objective import StudyObjective
+from tuner.run.prune import prunings
 from tuner.score.eligible import Eligible, Policy
 from tuner.score.pooling import Config, configs, noise_cv
 from tuner.score.recommend import leader, rank_score, tier_walk
@@ -120,7 +122,7 @@ def reversions(
     where nothing would change, the rules forbid it, or that config was already measured."""
     groups, defaults = list(configs(trials).values()), policy.defaults
     done = {(r.revert_of, r.revert_at) for r in map(TrialRecord.of, trials) if not r.revert_knob}
-    seen = {config_key(t.params) for t in trials}
+    seen = {config_key(policy.canonical(t.params)) for t in trials}
     out = []
     for tier in space.workload.tiers:
         top = leader(groups, objective, tier, policy)
@@ -150,7 +152,7 @@ def narrowings(
     alone (``tuner.score.narrow``): (the config it is put back from, the knob, the config),
     each config once, none already launched or queued."""
     groups = list(configs(trials).values())
-    seen = {config_key(t.params) for t in trials}
+    seen = {config_key(policy.canonical(t.params)) for t in trials}
     out = []
     for tier in space.workload.tiers:
         w = tier_walk(groups, objective, tier, policy)
@@ -184,6 +186,8 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
             apart = narrowings(trials, objective.ctx.objective, space, policy)
             for root, knob, params in apart:
                 study.enqueue_trial(params, user_attrs=revert_attrs(root, knob=knob))
+            settled = k <= 0 or todo or back or apart  # --confirm 0: nothing launched again
+            alone = [] if settled else _prune(study, trials, objective, policy)
         if back:
             objective.report(
                 f"launching {len(back)} leading configs with their idle knobs at the engine's "
@@ -194,6 +198,8 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
                 "their idle knobs together measured worse: trying one at a time, "
                 + ", ".join(f"{root} with {knob} at its default" for root, knob, _ in apart)
             )
+        if alone:
+            objective.report("measuring kept knobs apart: " + "; ".join(alone))
         if todo:
             rounds += 1
             queued += len(todo)
@@ -203,6 +209,21 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
             break
         worker.drain(deadline, objective.report)  # also runs launches queued again after a fault
     return queued
+
+
+def _prune(
+    study: optuna.Study, trials: Sequence[FrozenTrial], objective: StudyObjective, policy: Policy
+) -> list[str]:
+    """Queue the picks' kept knobs measured one at a time (``tuner.run.prune``); what was
+    queued, in words."""
+    tiers = objective.ctx.space.workload.tiers
+    confirm, apart = prunings(trials, objective.ctx.objective, tiers, policy)
+    enqueue(study, confirm)
+    for root, tier, knobs, params in apart:
+        study.enqueue_trial(params, user_attrs=revert_attrs(root, tier, ",".join(knobs)))
+    return [f"confirming {t.number} (a pick whose tier's noise is unknown)" for t in confirm] + [
+        f"c{tier} {root} with {', '.join(knobs)} at the defaults" for root, tier, knobs, _ in apart
+    ]
 
 
 def waiting(study: optuna.Study) -> int:

@@ -228,7 +228,10 @@ def _outcome_line(trial: FrozenTrial, ctx: StudyContext, done: int) -> str:
         head += " baseline"
     if r.confirm_of is not None:
         head += f" confirms {r.confirm_of}"
-    if r.revert_of is not None and r.revert_knob is not None:
+    if r.revert_of is not None and r.revert_knob is not None and r.revert_at is not None:
+        knobs = r.revert_knob.replace(",", ", ")
+        head += f" is {r.revert_of} with {knobs} at the defaults, measured apart (c{r.revert_at})"
+    elif r.revert_of is not None and r.revert_knob is not None:
         head += f" is {r.revert_of} with {r.revert_knob} (and knobs put back before) at default"
     elif r.revert_of is not None:
         at = "" if r.revert_at is None else f" at c{r.revert_at}"

@@ -35,6 +35,7 @@ from objectives.objective import get_objective
 from tuner.score.pooling import Config, noise_cv
 from tuner.score.quality import Gate, config_quality
 from tuner.score.revert import SEAT_FLAG, Defaults
+from tuner.space.render import silenced_by
 from tuner.space.rules import Rule
 from tuner.space.schema import Space
 
@@ -59,6 +60,10 @@ class Policy:
         """Whether a config keeps every rule of the space (so it may be launched)."""
         return all(rule.holds(params) for rule in self.rules)
 
+    def canonical(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` as one launch (``Defaults.canonical``; as given with no defaults)."""
+        return dict(params) if self.defaults is None else self.defaults.canonical(params)
+
     @classmethod
     def of(cls, space: Space) -> Policy:
         tiers = list(space.workload.tiers)
@@ -66,7 +71,8 @@ class Policy:
         text = {t: ", ".join(_slo_words(s) for s in slos) for t, slos in covered.items() if slos}
         params = space.parameters
         caps = frozenset(n for n, p in params.items() if p.flag == SEAT_FLAG)
-        defaults = Defaults({n: p.default for n, p in params.items()}, caps)
+        values = {n: p.default for n, p in params.items()}
+        defaults = Defaults(values, caps, silenced_by(space))
         floor, rules = space.study.throughput_floor, tuple(space.parsed_rules())
         return cls(floor, frozenset(text), text, Gate.of(space), defaults, rules)
 

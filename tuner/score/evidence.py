@@ -4,8 +4,9 @@ export shows as it is (``recipe.yaml``, ``commands.md``, ``recommendations.txt``
 
 A knob's note says which measurement keeps it, in this order:
 
-- ``reversion``: its own reversion launch (``tuner.score.narrow``) measured worse than the
-  pick beyond the noise: "reverting it measured +4.1% worse p99_tpot (trial 52 against 34)";
+- ``reversion``: its own reversion launch (``tuner.score.narrow``, or the pick launched without
+  it alone, ``tuner.score.apart``) measured worse than the leader beyond the noise: "reverting
+  it measured +4.1% worse p99_tpot (trial 52 against 34)";
 - ``regression``: the regression's estimate (``tuner.score.revert.knob_effects``) is a gain
   beyond the noise;
 - ``untested``: it was put back with others and that measured worse, and no launch tried it
@@ -18,9 +19,12 @@ A knob's note says which measurement keeps it, in this order:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from objectives.objective import Objective
+from tuner.score.apart import UNMEASURED as NOT_MEASURED
+from tuner.score.apart import UNTESTED, Apart
 from tuner.score.narrow import FORBIDDEN, IDLE, KEPT, Walk
 from tuner.score.revert import Defaults, Effect
 
@@ -28,29 +32,39 @@ UNMEASURED = "no reversion measured it apart"
 UNJUDGED = "no reversion judged at this tier: no config measured twice there, its noise unknown"
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What measured a pick's knobs at one tier: the regression, the walk, the launches of the
+    pick without one knob, the tier's leader they are judged against, and the tier's noise."""
+
+    effects: Mapping[str, Effect]
+    walk: Walk | None
+    apart: Mapping[str, Apart]
+    lead: int
+    noise: float | None
+
+
 def knob_notes(
-    params: Mapping[str, Any],
-    effects: Mapping[str, Effect],
-    walk: Walk | None,
-    objective: Objective,
-    defaults: Defaults,
-    noise: float | None,
+    params: Mapping[str, Any], m: Measured, objective: Objective, defaults: Defaults
 ) -> dict[str, dict[str, Any]]:
-    """Each knob ``params`` changes from the engine's default, with how its effect was measured
-    (``noise``: the tier's run-to-run noise, None where unknown)."""
-    why = UNMEASURED if noise is not None else UNJUDGED
+    """Each knob ``params`` changes from the engine's default, with how its effect was
+    measured."""
+    why = UNMEASURED if m.noise is not None else UNJUDGED
     return {
-        k: {"value": v, **_note(k, effects.get(k), walk, objective.name, why)}
+        k: {"value": v, **_note(k, m, objective.name, why)}
         for k, v in defaults.changed(params).items()
     }
 
 
-def _note(
-    knob: str, e: Effect | None, walk: Walk | None, name: str, unmeasured: str
-) -> dict[str, Any]:
+def _note(knob: str, m: Measured, name: str, unmeasured: str) -> dict[str, Any]:
+    e, walk, alone = m.effects.get(knob), m.walk, m.apart.get(knob)
     step = walk.step(knob) if walk else None
     if walk is not None and step is not None and step.outcome == KEPT:
         return _reversion(step.loss, step.trial, walk.pick, name)
+    if alone is not None and not alone.held:
+        return _reversion(alone.loss, alone.trial, m.lead, name)
+    if alone is not None:
+        return _level(alone, m.lead, name)
     if e is not None and e.beyond_noise:
         words = f"{e.change:+.1%} {name} (±{e.error:.1%}, beyond the noise)"
         if e.together:  # the fit split one joint effect between them
@@ -63,7 +77,7 @@ def _note(
     if walk is not None and knob in walk.together:
         return _untested(knob, walk, step is not None and step.outcome == FORBIDDEN, name)
     return {
-        "measured_by": "unmeasured",
+        "measured_by": NOT_MEASURED,
         "change": None if e is None else e.change,
         "words": f"{_estimate(e, name)}; {unmeasured}",
     }
@@ -85,7 +99,20 @@ def _untested(knob: str, walk: Walk, forbidden: bool, name: str) -> dict[str, An
     cost = f"measured {loss:+.1%} worse {name}" if loss and loss > 0 else "left no pick"
     why = "the space's rules forbid reverting it alone" if forbidden else "not measured apart"
     words = f"kept untested: reverting it together with {others} {cost} ({where}); {why}"
-    return {"measured_by": "untested", "change": None, "trial": walk.group, "words": words}
+    note = {"measured_by": UNTESTED, "change": None, "trial": walk.group, "words": words}
+    return {**note, "forbidden": True} if forbidden else note
+
+
+def _level(alone: Apart, lead: int, name: str) -> dict[str, Any]:
+    # Measured without it and level with the leader, yet kept: the config without it did not
+    # beat the baseline beyond the noise, which the pick did (``tuner.score.revert.simplest``).
+    loss = "" if alone.loss is None else f" ({alone.loss:+.1%} {name})"
+    words = (
+        f"reverting it measured within the noise{loss} (trial {alone.trial} against trial "
+        f"{lead}), but without it the config does not beat the baseline beyond the noise"
+    )
+    return {"measured_by": "reversion", "change": alone.loss, "trial": alone.trial,
+            "words": words, "within_noise": True}  # fmt: skip
 
 
 def _estimate(e: Effect | None, name: str) -> str:

@@ -90,7 +90,7 @@ def walk(
     group = _group(groups, origin, tier, effects, defaults)
     if group is None:
         return None
-    held, group_loss = _judge(group, best, pool, objective, tier, noise)
+    held, group_loss = holds_up(group, best, pool, objective, tier, noise)
     if held:
         return None
     changed = defaults.changed(group.root.params)
@@ -112,13 +112,13 @@ def _steps(
 ) -> tuple[Step, ...]:
     assert policy.defaults is not None
     defaults, idle = policy.defaults.values, policy.defaults.idle(best.root.params, at[1])
-    by_params = {_key(c.root.params): c for c in groups}
+    by_params = {_key(policy.defaults.canonical(c.root.params)): c for c in groups}
     launched = sum(_step_of(c, w.origin) for c in groups)
     base, out, waiting = dict(best.root.params), [], False
     for k in w.together:
-        if _key(base.get(k)) == _key(defaults[k]):
-            continue  # the pick is itself a step that put this knob back
-        params = {**base, k: defaults[k]}
+        if k not in policy.defaults.changed(base):
+            continue  # the pick is itself a step that put it back, or another knob silenced it
+        params = policy.defaults.canonical({**base, k: defaults[k]})
         c = by_params.get(_key(params))
         if k in idle and policy.allows(params):
             out.append(Step(k, params, IDLE))
@@ -131,13 +131,13 @@ def _steps(
             out.append(Step(k, params, NEXT if first else UNTESTED))
             waiting = True
         else:
-            held, loss = _judge(c, best, pool, *at)
+            held, loss = holds_up(c, best, pool, *at)
             out.append(Step(k, params, REVERTED if held else KEPT, c.root.number, loss))
             base = params if held else base
     return tuple(out)
 
 
-def _judge(
+def holds_up(
     c: Config,
     best: Config,
     pool: Sequence[Config],
@@ -178,20 +178,27 @@ def _group(
     o = origin.root.number
     launched = (c for c in groups if c.root.revert_of == o and c.root.revert_at == tier)
     back = reverted(origin.root.params, effects, defaults)
-    same = (c for c in groups if back != origin.root.params and _key(c.root.params) == _key(back))
+    same = (
+        c
+        for c in groups
+        if back != defaults.canonical(origin.root.params)
+        and _key(defaults.canonical(c.root.params)) == _key(back)
+    )
     return next((c for c in launched if c.root.revert_knob is None), None) or next(same, None)
 
 
 def _origin(groups: Sequence[Config], best: Config) -> Config:
     """The config whose group reversion ``best``'s knobs are told apart from: ``best`` itself,
     unless it is a step of that walk (a group reversion that leads has a group of its own)."""
-    of = best.root.revert_of if best.root.revert_knob is not None else None
+    r = best.root
+    of = r.revert_of if r.revert_knob is not None and r.revert_at is None else None
     return next((c for c in groups if of is not None and c.root.number == of), best)
 
 
 def _step_of(c: Config, origin: int) -> bool:
     """Whether ``c`` was launched as a step of the walk from trial ``origin``."""
-    return c.root.revert_of == origin and c.root.revert_knob is not None
+    r = c.root
+    return r.revert_of == origin and r.revert_knob is not None and r.revert_at is None
 
 
 def _key(value: Any) -> str:

@@ -31,8 +31,9 @@ from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective, front_axes
 from objectives.tails import samples_key, with_counts
+from tuner.score.apart import measured_apart
 from tuner.score.eligible import OUTPUT, Eligible, Policy
-from tuner.score.evidence import knob_notes
+from tuner.score.evidence import Measured, knob_notes
 from tuner.score.narrow import Walk, walk
 from tuner.score.pooling import Config, configs, noise_cv, spread
 from tuner.score.quality import config_quality
@@ -123,14 +124,10 @@ def _recommend_tier(
     rec = TierRecommendation(concurrency=tier, trial=None, noise_cv=cv)
     pool = Eligible.at(groups, tier, policy)
     lead = best = _best(pool.configs, objective, tier, cv)
-    if best is not None and policy.defaults is not None:
-        told = walk(groups, best, pool.configs, objective, tier, policy, cv)
+    if lead is not None and policy.defaults is not None:
         yard = _yardstick(groups, base, pool, objective, tier, cv)
-        best = simplest(best, pool.configs, objective, tier, policy.defaults, cv, yard)
-        effects = knob_effects(groups, best.root.params, objective, tier, policy.defaults, cv)
-        rec.effects = {k: asdict(e) for k, e in effects.items()}
-        rec.params, rec.idle = _deployed(best.root.params, tier, policy)
-        rec.knobs = knob_notes(rec.params, effects, told, objective, policy.defaults, cv)
+        best = simplest(lead, pool.configs, objective, tier, policy.defaults, cv, yard)
+        _knobs(rec, groups, (lead, best), pool, objective, policy)
     if best is not None:
         rec.trial, rec.params = best.root.number, rec.params or dict(best.root.params)
         rec.runs, rec.values = _pooled(best, objective, tier)
@@ -155,6 +152,27 @@ def _recommend_tier(
         rec.gain = objective.gain(rec.value, rec.baseline_value)
         rec.verdict = _verdict(rec, best is base, base in pool.queued or base in pool.held)
     return rec
+
+
+def _knobs(
+    rec: TierRecommendation,
+    groups: Sequence[Config],
+    picks: tuple[Config, Config],
+    pool: Eligible,
+    objective: Objective,
+    policy: Policy,
+) -> None:
+    """The pick's deployed config and how each knob it changes was measured (``picks``: the
+    tier's leader, and the pick with its knobs that did nothing back at their defaults)."""
+    assert policy.defaults is not None
+    (lead, best), tier, cv = picks, rec.concurrency, rec.noise_cv
+    told = walk(groups, lead, pool.configs, objective, tier, policy, cv)
+    effects = knob_effects(groups, best.root.params, objective, tier, policy.defaults, cv)
+    apart = measured_apart(groups, best, lead, pool.configs, (objective, tier, cv), policy)
+    rec.effects = {k: asdict(e) for k, e in effects.items()}
+    rec.params, rec.idle = _deployed(best.root.params, tier, policy)
+    m = Measured(effects, told, apart, lead.root.number, cv)
+    rec.knobs = knob_notes(rec.params, m, objective, policy.defaults)
 
 
 def _yardstick(

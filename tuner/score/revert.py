@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,19 @@ class Defaults:
 
     values: Mapping[str, Any]
     seat_caps: frozenset[str] = frozenset()
+    # Per knob, the (other knob, value) pairs that leave it out of the launch altogether
+    # (``tuner.space.render.silenced_by``): set or not, it changes nothing there.
+    silenced: Mapping[str, tuple[tuple[str, Any], ...]] = field(default_factory=dict)
+
+    def canonical(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` with every knob another one leaves out of the launch at its default: one
+        launch, however its silenced knobs were sampled."""
+        quiet = {
+            k
+            for k, offs in self.silenced.items()
+            if k in params and any(_key(params.get(o)) == _key(v) for o, v in offs)
+        }
+        return {k: self.values[k] if k in quiet else v for k, v in params.items()}
 
     def acting(self, name: str, value: Any, tier: int) -> Any:
         """``value`` as it acts at ``tier``: a seat cap of at least ``tier`` is the default, if
@@ -61,7 +74,7 @@ class Defaults:
         as written, with no tier)."""
         return {
             k: v
-            for k, v in params.items()
+            for k, v in self.canonical(params).items()
             if k in self.values
             and _key(v if tier is None else self.acting(k, v, tier)) != _key(self.values[k])
         }
@@ -75,7 +88,7 @@ class Defaults:
         cap no user of the tier reaches) at its default, as no launch at the tier can measure it
         and it must not ride along into the recipe."""
         idle = self.idle(params, tier)
-        return {k: self.values[k] if k in idle else v for k, v in params.items()}
+        return {k: self.values[k] if k in idle else v for k, v in self.canonical(params).items()}
 
 
 @dataclass(frozen=True)
@@ -146,7 +159,7 @@ def reverted(
     the tier, so has none in ``effects``) at its default."""
     kept = {k for k, e in effects.items() if e.beyond_noise}
     back = {k: defaults.values[k] for k in defaults.changed(pick) if k not in kept}
-    return {**pick, **back}
+    return defaults.canonical({**pick, **back})
 
 
 def simplest(
@@ -164,11 +177,11 @@ def simplest(
     compared) beyond the noise on one of its axes: "within the noise" does not chain, and a
     config level with both the leader and the defaults keeps changes that no measurement
     credits (a lossy KV-cache dtype among them)."""
-    keep = defaults.changed(best.root.params)
+    keep, mine = defaults.changed(best.root.params), defaults.canonical(best.root.params)
     out, fewest = best, len(keep)
     for c in candidates:
         changes = defaults.changed(c.root.params)
-        if c is best or not _subset(changes, keep, c.root.params, best.root.params):
+        if c is best or not _subset(changes, keep, defaults.canonical(c.root.params), mine):
             continue
         loss = measured_loss(c, best, objective, tier, noise)
         if loss is None or loss[1] or len(changes) >= fewest:

@@ -160,6 +160,19 @@ def _render_param(
         env.update(dict(out.env))
 
 
+def silenced_by(space: Space) -> dict[str, tuple[tuple[str, Scalar], ...]]:
+    """For each parameter, the (sibling, value) pairs that leave it out of the launch: a key of
+    a JSON flag is dropped with its whole flag when another key of that flag is at its 'off'
+    value (a draft method says nothing with zero draft tokens), as ``_render_param`` does."""
+    keyed = {n: p.json_key.flag for n, p in space.parameters.items() if p.json_key is not None}
+    offs = {n: p.unset for n, p in space.parameters.items() if n in keyed and p.unset is not None}
+    out = {
+        name: tuple((o, off) for o, off in offs.items() if o != name and keyed[o] == flag)
+        for name, flag in keyed.items()
+    }
+    return {name: pairs for name, pairs in out.items() if pairs}
+
+
 def _base_json(space: Space, flag: str) -> Mapping[str, Any]:
     value = space.base.args.get(flag.lstrip("-"), space.base.args.get(flag))
     return value if isinstance(value, dict) else {}

@@ -13,7 +13,7 @@ from objectives.objective import get_objective
 from tests.tuner.score.spaces import categorical, knob_space
 from tuner.run.confirm import reversions
 from tuner.score.eligible import Policy
-from tuner.score.evidence import knob_notes
+from tuner.score.evidence import Measured, knob_notes
 from tuner.score.pooling import configs
 from tuner.score.recommend import recommend
 from tuner.score.revert import Defaults, knob_effects
@@ -188,7 +188,7 @@ def test_knobs_always_changed_together_are_said_to_be_estimated_together() -> No
     pick = {"chunk": 131072, "noop": "0", "seats": 1024}
     effects = knob_effects(groups, pick, P99, 1, DEFAULTS, 0.01)
     assert effects["chunk"].together == ("noop",) and effects["noop"].together == ("chunk",)
-    notes = knob_notes(pick, effects, None, P99, DEFAULTS, 0.01)
+    notes = knob_notes(pick, Measured(effects, None, {}, 0, 0.01), P99, DEFAULTS)
     beyond = [k for k in ("chunk", "noop") if notes[k]["measured_by"] == "regression"]
     assert beyond, notes
     for k in beyond:
