@@ -29,8 +29,12 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+if __package__ in (None, ""):  # run as a file, `python bench/x.py`: the repository root too
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fidelity_report import P99_TOLERANCE, Row, fitted_lines, print_checks, print_table
 from launchers.simengine import SimEngine

@@ -43,6 +43,9 @@ from pathlib import Path
 
 import yaml
 
+if __package__ in (None, ""):  # run as a file, `python bench/x.py`: the repository root too
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench import entry
 from bench.profile_fit import Predictor, fit, get_factor, write_profile
 from bench.sim_vs_real_runs import HELD_OUT, PROFILE, ROOT, SPACE, measure_all
