@@ -214,8 +214,8 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
 def _prune(
     study: optuna.Study, trials: Sequence[FrozenTrial], objective: StudyObjective, policy: Policy
 ) -> list[str]:
-    """Queue the picks' kept knobs measured one at a time (``tuner.run.prune``); what was
-    queued, in words."""
+    """Queue the launches that measure the picks' kept knobs apart (``tuner.run.prune``); what
+    was queued, in words."""
     tiers = objective.ctx.space.workload.tiers
     confirm, apart = prunings(trials, objective.ctx.objective, tiers, policy)
     enqueue(study, confirm)

@@ -2,12 +2,12 @@
 
 Once the rounds of ``tuner.run.confirm`` have nothing left to launch, each tier's pick
 (``tuner.score.recommend``, the one every export shows) may still keep a knob no measurement
-credits (``tuner.score.apart.unproven``). ``prunings`` launches the pick with such knobs at
-the engine's defaults (``tuner.score.apart.tries``), one launch per tier and round; where the tier's
-run-to-run noise is still unknown (no config measured twice there), nothing can be judged, and
-the pick is confirmed first instead. Each launch can move the pick (to the config without the
-knob, where it holds up), so the rounds go on until no pick keeps an unproven knob that the
-space's rules let go back, or ``--timeout`` is spent.
+credits (``tuner.score.evidence.unproven``). ``prunings`` launches the pick with such knobs at
+the engine's defaults (``tuner.score.evidence.tries``), one launch per tier and round; where
+the tier's run-to-run noise is still unknown (no config measured twice there), nothing can be
+judged, and the pick is confirmed first instead. Each launch can move the pick (to the config
+without the knobs, where it holds up), so the rounds go on until no pick keeps an unproven
+knob that the space's rules let go back, or ``--timeout`` is spent.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
 from tuner.record.trial import TrialRecord
-from tuner.score.apart import tries, unproven, without
+from tuner.score.apart import without
 from tuner.score.eligible import Policy
+from tuner.score.evidence import tries, unproven
 from tuner.score.pooling import configs
 from tuner.score.recommend import recommend
 from tuner.space.sample import config_key

@@ -3,7 +3,7 @@ knob at the engine's default.
 
 ``tuner.score.evidence`` credits a knob with an effect from the regression (a gain beyond the
 noise, told apart from every other knob) or from a reversion launch that measured worse. A knob
-with neither is one the recipe would carry unproven (``unproven``):
+with neither is one the recipe would carry unproven (``tuner.score.evidence.unproven``):
 
 - its estimate is within the noise, and no reversion tried it (one that mattered when the group
   reversion was chosen, and no longer does once more launches came in);
@@ -13,7 +13,8 @@ with neither is one the recipe would carry unproven (``unproven``):
 
 The confirmation rounds launch the pick with such knobs at their defaults, one launch per tier
 and round (``tuner.run.prune``): first every knob whose estimate is within the noise at once
-(one launch settles them where that holds up), then each unproven knob alone.
+(one launch settles them where that holds up), then each unproven knob alone
+(``tuner.score.evidence.tries``).
 ``measured_apart`` reads the launches of one knob back, each against the tier's leader (the
 test ``simplest`` applies):
 
@@ -38,9 +39,6 @@ from tuner.score.eligible import Policy
 from tuner.score.narrow import holds_up
 from tuner.score.pooling import Config
 
-# How a knob's note (``tuner.score.evidence``) reads when nothing measured it apart.
-UNMEASURED, UNTESTED = "unmeasured", "untested"
-
 
 @dataclass(frozen=True)
 class Apart:
@@ -57,15 +55,6 @@ def without(params: Mapping[str, Any], knobs: Sequence[str], policy: Policy) -> 
     assert policy.defaults is not None
     back = {k: policy.defaults.values[k] for k in knobs}
     return policy.canonical({**params, **back})
-
-
-def tries(notes: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
-    """The launches that would measure a pick's unproven knobs, in the order to try them: the
-    knobs whose estimates are within the noise all back at once first (where there are two or
-    more: if that holds up, one launch settles them all), then each unproven knob alone."""
-    knobs = unproven(notes)
-    quiet = tuple(k for k in knobs if notes[k].get("measured_by") == UNMEASURED)
-    return ([quiet] if len(quiet) >= 2 else []) + [(k,) for k in knobs]
 
 
 def measured_apart(
@@ -90,22 +79,6 @@ def measured_apart(
             held, loss = holds_up(c, lead, pool, objective, tier, noise)
             out[k] = Apart(k, c.root.number, loss, held)
     return out
-
-
-def unproven(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The knobs of a pick's notes that no measurement credits on their own, the smallest
-    estimated effect first (the likeliest to do nothing)."""
-    out = [k for k, n in notes.items() if _unproven(n)]
-    return sorted(out, key=lambda k: (abs(notes[k].get("change") or 0.0), k))
-
-
-def _unproven(note: Mapping[str, Any]) -> bool:
-    by = note.get("measured_by")
-    if by == UNMEASURED:
-        return note.get("change") is not None  # None: it cannot act at the tier
-    if by == UNTESTED:
-        return not note.get("forbidden")  # the space's rules keep it
-    return by == "regression" and bool(note.get("together"))
 
 
 def _key(params: Mapping[str, Any]) -> str:

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from objectives.objective import Objective
-from tuner.score.apart import UNMEASURED as NOT_MEASURED
-from tuner.score.apart import UNTESTED, Apart
+from tuner.score.apart import Apart
 from tuner.score.narrow import FORBIDDEN, IDLE, KEPT, Walk
 from tuner.score.revert import Defaults, Effect
 
+# How each note says it was measured (``measured_by``).
+REVERSION, REGRESSION, UNTESTED, NOT_MEASURED = "reversion", "regression", "untested", "unmeasured"
 UNMEASURED = "no reversion measured it apart"
 UNJUDGED = "no reversion judged at this tier: no config measured twice there, its noise unknown"
 
@@ -72,7 +73,7 @@ def _note(knob: str, m: Measured, name: str, unmeasured: str) -> dict[str, Any]:
                 f", estimated with {', '.join(e.together)}: every config measured changed "
                 "them together, so their effects are not told apart"
             )
-        note = {"measured_by": "regression", "change": e.change, "words": words}
+        note = {"measured_by": REGRESSION, "change": e.change, "words": words}
         return {**note, "together": list(e.together)} if e.together else note
     if walk is not None and knob in walk.together:
         return _untested(knob, walk, step is not None and step.outcome == FORBIDDEN, name)
@@ -89,7 +90,7 @@ def _reversion(loss: float | None, trial: int | None, pick: int, name: str) -> d
         words = f"without it the config is no pick at this tier ({where})"
     else:
         words = f"reverting it measured {loss:+.1%} worse {name} ({where})"
-    return {"measured_by": "reversion", "change": loss, "trial": trial, "words": words}
+    return {"measured_by": REVERSION, "change": loss, "trial": trial, "words": words}
 
 
 def _untested(knob: str, walk: Walk, forbidden: bool, name: str) -> dict[str, Any]:
@@ -111,7 +112,7 @@ def _level(alone: Apart, lead: int, name: str) -> dict[str, Any]:
         f"reverting it measured within the noise{loss} (trial {alone.trial} against trial "
         f"{lead}), but without it the config does not beat the baseline beyond the noise"
     )
-    return {"measured_by": "reversion", "change": alone.loss, "trial": alone.trial,
+    return {"measured_by": REVERSION, "change": alone.loss, "trial": alone.trial,
             "words": words, "within_noise": True}  # fmt: skip
 
 
@@ -121,3 +122,28 @@ def _estimate(e: Effect | None, name: str) -> str:
     if e.error == 0 and e.change == 0:  # no feasible config here went without it
         return "every feasible config at this tier has it: no estimate apart from the rest"
     return f"{e.change:+.1%} {name} (±{e.error:.1%}, within the noise)"
+
+
+def unproven(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The knobs of a pick's notes that no measurement credits on their own, the smallest
+    estimated effect first (the likeliest to do nothing)."""
+    out = [k for k, n in notes.items() if _unproven(n)]
+    return sorted(out, key=lambda k: (abs(notes[k].get("change") or 0.0), k))
+
+
+def _unproven(note: Mapping[str, Any]) -> bool:
+    by = note.get("measured_by")
+    if by == NOT_MEASURED:
+        return note.get("change") is not None  # None: it cannot act at the tier
+    if by == UNTESTED:
+        return not note.get("forbidden")  # the space's rules keep it
+    return by == REGRESSION and bool(note.get("together"))
+
+
+def tries(notes: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """The launches that would measure a pick's unproven knobs, in the order to try them: the
+    knobs whose estimates are within the noise all back at once first (where there are two or
+    more: if that holds up, one launch settles them all), then each unproven knob alone."""
+    knobs = unproven(notes)
+    quiet = tuple(k for k in knobs if notes[k].get("measured_by") == NOT_MEASURED)
+    return ([quiet] if len(quiet) >= 2 else []) + [(k,) for k in knobs]

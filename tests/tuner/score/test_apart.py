@@ -13,8 +13,8 @@ from optuna.trial import FrozenTrial
 
 from tests.tuner.score.test_revert import DEFAULTS, DIST, P99, POLICY, trial
 from tuner.run.prune import prunings
-from tuner.score.apart import tries, unproven
 from tuner.score.eligible import Policy
+from tuner.score.evidence import tries, unproven
 from tuner.score.recommend import recommend
 from tuner.score.revert import Defaults
 from tuner.space import load_space

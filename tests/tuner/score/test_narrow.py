@@ -195,3 +195,17 @@ def _space(rules: list[str] | None = None, seats: bool = False) -> dict[str, Any
         **({"seats": cat([256, 16], 256, "--max-num-seqs")} if seats else {}),
     }
     return knob_space(parameters, rules)
+
+
+def test_a_step_one_launch_with_a_measured_config_is_found_not_launched_again() -> None:
+    """``noop`` says nothing while ``mode`` is 'a' (as a draft method with zero draft tokens):
+    the step that puts ``mode`` back is the group reversion's launch, so the walk finds it
+    measured; a launch of it would be answered from the duplicate cache, which no walk sees."""
+    silenced = Defaults(DEFAULTS.values, silenced={"noop": (("mode", "a"),)})
+    policy = Policy(defaults=silenced)
+    trials = confirm_rounds(explored(), policy)
+    rec = pick(trials, policy)
+    assert rec.params == WANTED
+    assert rec.knobs["mode"]["measured_by"] == "reversion"
+    tried = [t.user_attrs["revert_knob"] for t in trials if t.user_attrs.get("revert_knob")]
+    assert tried == ["noop"]
