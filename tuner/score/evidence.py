@@ -30,6 +30,7 @@ from tuner.score.revert import Defaults, Effect
 # How each note says it was measured (``measured_by``).
 REVERSION, REGRESSION, UNTESTED, NOT_MEASURED = "reversion", "regression", "untested", "unmeasured"
 UNMEASURED = "no reversion measured it apart"
+FORBIDDEN_WORDS = "the space's rules forbid reverting it alone"
 UNJUDGED = "no reversion judged at this tier: no config measured twice there, its noise unknown"
 
 
@@ -43,6 +44,8 @@ class Measured:
     apart: Mapping[str, Apart]
     lead: int
     noise: float | None
+    # Knobs the pick cannot have at the default alone: that config breaks a rule of the space.
+    forbidden: frozenset[str] = frozenset()
 
 
 def knob_notes(
@@ -77,6 +80,10 @@ def _note(knob: str, m: Measured, name: str, unmeasured: str) -> dict[str, Any]:
         return {**note, "together": list(e.together)} if e.together else note
     if walk is not None and knob in walk.together:
         return _untested(knob, walk, step is not None and step.outcome == FORBIDDEN, name)
+    if knob in m.forbidden:
+        words = f"{_estimate(e, name)}; {FORBIDDEN_WORDS}"
+        return {"measured_by": NOT_MEASURED, "change": None if e is None else e.change,
+                "words": words, "forbidden": True}  # fmt: skip
     return {
         "measured_by": NOT_MEASURED,
         "change": None if e is None else e.change,
@@ -98,7 +105,7 @@ def _untested(knob: str, walk: Walk, forbidden: bool, name: str) -> dict[str, An
     others = ", ".join(k for k in walk.together if k != knob and k not in idle)
     loss, where = walk.group_loss, f"trial {walk.group}"
     cost = f"measured {loss:+.1%} worse {name}" if loss and loss > 0 else "left no pick"
-    why = "the space's rules forbid reverting it alone" if forbidden else "not measured apart"
+    why = FORBIDDEN_WORDS if forbidden else "not measured apart"
     words = f"kept untested: reverting it together with {others} {cost} ({where}); {why}"
     note = {"measured_by": UNTESTED, "change": None, "trial": walk.group, "words": words}
     return {**note, "forbidden": True} if forbidden else note
@@ -133,11 +140,11 @@ def unproven(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def _unproven(note: Mapping[str, Any]) -> bool:
     by = note.get("measured_by")
+    if note.get("forbidden"):
+        return False  # the space's rules keep it: no launch can measure it alone
     if by == NOT_MEASURED:
         return note.get("change") is not None  # None: it cannot act at the tier
-    if by == UNTESTED:
-        return not note.get("forbidden")  # the space's rules keep it
-    return by == REGRESSION and bool(note.get("together"))
+    return by == UNTESTED or (by == REGRESSION and bool(note.get("together")))
 
 
 def tries(notes: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:

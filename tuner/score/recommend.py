@@ -31,7 +31,7 @@ from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective, front_axes
 from objectives.tails import samples_key, with_counts
-from tuner.score.apart import measured_apart
+from tuner.score.apart import measured_apart, without
 from tuner.score.eligible import OUTPUT, Eligible, Policy
 from tuner.score.evidence import Measured, knob_notes
 from tuner.score.narrow import Walk, walk
@@ -171,7 +171,9 @@ def _knobs(
     apart = measured_apart(groups, best, lead, pool.configs, (objective, tier, cv), policy)
     rec.effects = {k: asdict(e) for k, e in effects.items()}
     rec.params, rec.idle = _deployed(best.root.params, tier, policy)
-    m = Measured(effects, told, apart, lead.root.number, cv)
+    alone = {k: without(best.root.params, (k,), policy) for k in rec.effects}
+    forbidden = frozenset(k for k, params in alone.items() if not policy.allows(params))
+    m = Measured(effects, told, apart, lead.root.number, cv, forbidden)
     rec.knobs = knob_notes(rec.params, m, objective, policy.defaults)
 
 

@@ -11,6 +11,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial
 
+from tests.tuner.score.spaces import categorical, knob_space
 from tests.tuner.score.test_revert import DEFAULTS, DIST, P99, POLICY, trial
 from tuner.run.prune import prunings
 from tuner.score.eligible import Policy
@@ -19,6 +20,7 @@ from tuner.score.recommend import recommend
 from tuner.score.revert import Defaults
 from tuner.space import load_space
 from tuner.space.render import silenced_by
+from tuner.space.schema import Space
 
 H200 = Path(__file__).resolve().parents[3] / "search_spaces" / "minimax_h200.yaml"
 
@@ -161,3 +163,20 @@ def spec_trial(params: dict[str, Any], value: float, **attrs: Any) -> FrozenTria
         params=params, distributions={**{k: DIST[k] for k in DIST}, **extra},
         values=t.values, user_attrs=t.user_attrs, state=t.state,
     )  # fmt: skip
+
+
+def test_a_kept_knob_the_rules_keep_from_its_default_alone_says_so_and_is_not_launched() -> None:
+    parameters = {
+        "chunk": categorical([8192, 32768, 131072], 8192, "--max-num-batched-tokens"),
+        "noop": categorical(["1", "0"], "1", "--noop"),
+        "seats": categorical([16, 256, 1024], 1024, "--max-num-seqs"),
+    }
+    space = Space.model_validate(knob_space(parameters, ['if chunk == 131072 then noop == "0"']))
+    policy = Policy(defaults=DEFAULTS, rules=tuple(space.parsed_rules()))
+    (rec,) = recommend(sparse(), P99, [1], policy)
+    note = rec.knobs["noop"]
+    assert note["forbidden"] and note["words"].endswith(
+        "the space's rules forbid reverting it alone"
+    )
+    assert unproven(rec.knobs) == []
+    assert prunings(sparse(), P99, [1], policy) == ([], [])
