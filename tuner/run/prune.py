@@ -7,11 +7,14 @@ the engine's defaults (``tuner.score.evidence.tries``), one launch per tier and 
 the tier's run-to-run noise is still unknown (no config measured twice there), nothing can be
 judged, and the pick is confirmed first instead. Each launch can move the pick (to the config
 without the knobs, where it holds up), so the rounds go on until no pick keeps an unproven
-knob that the space's rules let go back, or ``--timeout`` is spent.
+knob that the space's rules let go back, ``--timeout`` is spent, or a tier has had as many of
+these launches as the space has knobs (each pick moves to fewer changes or keeps a knob
+measured, so that many settles every knob unless the picks trade places along the way).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,12 +37,14 @@ def prunings(
     kept knobs: (the pick's root trial, the tier, the knobs, the config without them)."""
     groups = configs(trials)
     seen = {config_key(policy.canonical(t.params)) for t in trials}
-    queued = _queued(trials)
+    queued, spent = _queued(trials), _spent(trials)
     confirm: dict[int, TrialRecord] = {}
     out = []
     for rec in recommend(trials, objective, tiers, policy):
         if rec.trial is None or not unproven(rec.knobs) or policy.defaults is None:
             continue
+        if spent[rec.concurrency] >= len(policy.defaults.values):
+            continue  # as many launches as the space has knobs: the tier's pick stays as it is
         pick = groups[rec.trial]
         if rec.noise_cv is None:
             # One launch of the pick at the tier (a pick rests on every launch of its config)
@@ -53,6 +58,12 @@ def prunings(
                 seen.add(key)
                 break
     return sorted(confirm.values(), key=lambda t: t.number), out
+
+
+def _spent(trials: Sequence[FrozenTrial]) -> Counter[int | None]:
+    """Per tier, the launches that measured kept knobs apart there so far."""
+    records = map(TrialRecord.of, trials)
+    return Counter(r.revert_at for r in records if r.revert_at is not None and r.revert_knob)
 
 
 def _queued(trials: Sequence[FrozenTrial]) -> set[int | None]:

@@ -180,3 +180,14 @@ def test_a_kept_knob_the_rules_keep_from_its_default_alone_says_so_and_is_not_la
     )
     assert unproven(rec.knobs) == []
     assert prunings(sparse(), P99, [1], policy) == ([], [])
+
+
+def test_a_tier_has_at_most_as_many_launches_apart_as_the_space_has_knobs() -> None:
+    spent = [
+        trial({**LEAD, "chunk": chunk, "seats": seats}, 40.0, revert_of=4, revert_at=1,
+              revert_knob="seats")
+        for chunk, seats in ((8192, 16), (32768, 16), (32768, 256))
+    ]  # fmt: skip
+    trials = numbered([*sparse(), *spent])
+    assert prunings(trials, P99, [1], POLICY) == ([], [])
+    assert prunings(trials[:-1], P99, [1], POLICY)[1]  # two of three spent: one more to go
