@@ -29,6 +29,16 @@ def tune(*args: str, cwd: Path) -> subprocess.Popen[str]:
     )
 
 
+def tune_script(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    """The installed ``tune`` script (beside this interpreter) with ARGS, as ``tune`` above."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    script = Path(sys.executable).parent / "tune"
+    return subprocess.Popen(
+        [str(script), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
 def finish(proc: subprocess.Popen[str], timeout_s: float = 120) -> tuple[int, str]:
     out, _ = proc.communicate(timeout=timeout_s)
     return proc.returncode, out

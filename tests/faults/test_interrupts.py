@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.faults.procs import finish, running, sqlite_url, tune
+from tests.faults.procs import finish, running, sqlite_url, tune, tune_script
 from tests.tuner.conftest import write_yaml
 from tests.tuner.run.test_worker import wait_for
 
@@ -45,8 +45,9 @@ def test_ctrl_c_mid_trial_prints_no_traceback(
 
 
 @pytest.mark.slow  # timed against the interpreter's start-up: alone, not beside other tests
-def test_ctrl_c_while_tune_loads_prints_no_traceback(tmp_path: Path) -> None:
-    proc = tune("show", "--study", "nothing", cwd=tmp_path)
+@pytest.mark.parametrize("start", [tune, tune_script], ids=["python -m tuner", "tune script"])
+def test_ctrl_c_while_tune_loads_prints_no_traceback(tmp_path: Path, start: Any) -> None:
+    proc = start("show", "--study", "nothing", cwd=tmp_path)
     time.sleep(0.3)  # importing its modules (pandas, optuna) takes about a second
     proc.send_signal(signal.SIGINT)
     assert_one_line(*finish(proc))
