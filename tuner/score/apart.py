@@ -38,6 +38,7 @@ from objectives.objective import Objective
 from tuner.score.eligible import Policy
 from tuner.score.narrow import holds_up
 from tuner.score.pooling import Config
+from tuner.space.sample import config_key
 
 
 @dataclass(frozen=True)
@@ -71,15 +72,11 @@ def measured_apart(
     objective, tier, noise = at
     if policy.defaults is None or noise is None:
         return {}
-    by_params = {_key(policy.canonical(c.root.params)): c for c in groups}
+    by_params = {config_key(policy.canonical(c.root.params)): c for c in groups}
     out = {}
     for k in policy.defaults.changed(pick.root.params, tier):
-        c = by_params.get(_key(without(pick.root.params, (k,), policy)))
+        c = by_params.get(config_key(without(pick.root.params, (k,), policy)))
         if c is not None and c is not pick:
             held, loss = holds_up(c, lead, pool, objective, tier, noise)
             out[k] = Apart(k, c.root.number, loss, held)
     return out
-
-
-def _key(params: Mapping[str, Any]) -> str:
-    return repr(sorted(params.items()))
