@@ -180,7 +180,7 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
             todo = todo if rounds < MAX_ROUNDS else []
             enqueue(study, todo)
             back = reversions(trials, objective.ctx.objective, space, policy)
-            back = back if rounds < MAX_ROUNDS else []
+            back = back if rounds < MAX_ROUNDS and k > 0 else []  # --confirm 0: none
             for root, tier, params in back:
                 study.enqueue_trial(params, user_attrs=revert_attrs(root, tier))
             apart = narrowings(trials, objective.ctx.objective, space, policy)
