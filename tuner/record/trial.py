@@ -34,6 +34,8 @@ _REQUEUED_FROM, _REQUEUE_REASON = "requeued_from", "requeue_reason"
 _REVERT_OF = "revert_of"  # a pick with its knobs that did not matter back at their defaults
 _REVERT_KNOB = "revert_knob"  # the one knob such a launch tries at its default alone
 _REVERT_AT = "revert_at"  # the tier whose idle knobs such a launch put back
+# A confirmation on another draw of the workload: its seed, and the tier whose pick it checks.
+_DRAW_SEED, _DRAW_FOR = "draw_seed", "draw_for"
 _WARM_FROM = "warm_start_from"  # a warm start's queued pick: {"study": name, "trial": number}
 # The launch a config renders to, set once its params are all written and before any launch:
 # it identifies twins, and tells a lost trial's config from a fragment of a proposal.
@@ -110,6 +112,10 @@ class TrialRecord:
     # (comma-separated where several went back at once, ``tuner.run.prune``).
     revert_knob: str | None = None
     revert_at: int | None = None  # the tier whose idle knobs it put back
+    # The workload seed of a launch on another draw of the workload than the study's (None:
+    # the study's own), and the tier whose pick it checks (``tuner.run.holdout``).
+    draw_seed: int | None = None
+    draw_for: int | None = None
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRecord:
@@ -139,6 +145,8 @@ class TrialRecord:
             revert_of=_int_or_none(a.get(_REVERT_OF)),
             revert_knob=a.get(_REVERT_KNOB),
             revert_at=_int_or_none(a.get(_REVERT_AT)),
+            draw_seed=_int_or_none(a.get(_DRAW_SEED)),
+            draw_for=_int_or_none(a.get(_DRAW_FOR)),
         )
 
     @property
@@ -181,6 +189,9 @@ class TrialRecord:
             "revert_of": self.revert_of,
             "revert_at": self.revert_at,
             "revert_knob": self.revert_knob,
+            # A confirmation on another draw of the workload: its seed, the tier it checks.
+            "draw_seed": self.draw_seed,
+            "draw_for": self.draw_for,
             "requeued_from": self.requeued_from,
             "interrupted": True if self.interrupted else None,
         }
@@ -315,6 +326,17 @@ def confirm_attrs(root: int) -> dict[str, Any]:
     return {_CONFIRM_OF: root}
 
 
+def draw_attrs(root: int, seed: int, tier: int) -> dict[str, Any]:
+    """The user attrs of a fresh launch of trial ``root``'s config on another draw of the
+    workload (seed ``seed``), checking the pick of tier ``tier``."""
+    return {_CONFIRM_OF: root, _DRAW_SEED: seed, _DRAW_FOR: tier}
+
+
+def draw_of(trial: optuna.Trial) -> int | None:
+    """The workload seed a running trial measures on (None: the study's own)."""
+    return _int_or_none(trial.user_attrs.get(_DRAW_SEED))
+
+
 def revert_attrs(pick: int, at: int | None = None, knob: str | None = None) -> dict[str, Any]:
     """The user attrs of trial ``pick``'s config with the knobs idle at tier ``at`` back at
     their defaults (with ``knob``: with that one knob at its default, on top of those it
@@ -337,6 +359,8 @@ def requeue_attrs(trial: FrozenTrial, reason: str | None = None) -> dict[str, An
         attrs[_BASELINE] = True
     if rec.confirm_of is not None:
         attrs[_CONFIRM_OF] = rec.confirm_of
+    if rec.draw_seed is not None:
+        attrs |= draw_attrs(rec.root, rec.draw_seed, rec.draw_for or 0)
     if rec.warm_from is not None:
         attrs[_WARM_FROM] = rec.warm_from
     if rec.revert_of is not None:  # still on top of the budget, still read as a reversion

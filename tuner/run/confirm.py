@@ -20,7 +20,9 @@ space's rules allow: if it measures within the noise of the leader, it is the pi
 recipe carries only the knobs that mattered. Where it measures worse and put back two knobs or
 more, the later rounds try those knobs one at a time (``tuner.score.narrow``), one launch per
 tier and round: at most one launch per knob put back, none once ``--timeout`` is spent, none
-without the tier's noise (so none with ``--confirm 0``).
+without the tier's noise (so none with ``--confirm 0``). Once nothing is left to launch,
+``tuner.run.prune`` measures the picks' kept knobs apart, and then ``tuner.run.holdout``
+launches every pick on another draw of the workload, where it must stay within the limits.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from objectives.objective import Objective
-from tuner.record.trial import TrialRecord, confirm_attrs, revert_attrs
+from tuner.record.trial import TrialRecord, confirm_attrs, draw_attrs, revert_attrs
 from tuner.run.context import DEFAULT_CONFIRM
 from tuner.run.eta import Clock
+from tuner.run.holdout import draw_seed, holdouts
 from tuner.run.loop import WorkerLoop
 from tuner.run.objective import StudyObjective
 from tuner.run.prune import prunings
@@ -110,7 +113,7 @@ def pending(
         for t in trials
         if t.state in (TrialState.WAITING, TrialState.RUNNING)
     }
-    todo = [c.root for n, c in wanted.items() if len(c.runs) < LAUNCHES and n not in queued]
+    todo = [c.root for n, c in wanted.items() if len(c.pooled) < LAUNCHES and n not in queued]
     return sorted(todo, key=lambda t: t.number)
 
 
@@ -188,6 +191,7 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
                 study.enqueue_trial(params, user_attrs=revert_attrs(root, knob=knob))
             settled = k <= 0 or todo or back or apart  # --confirm 0: nothing launched again
             alone = [] if settled else _prune(study, trials, objective, policy)
+            drawn = [] if settled or alone else _draw(study, trials, objective, policy)
         if back:
             objective.report(
                 f"launching {len(back)} leading configs with their idle knobs at the engine's "
@@ -200,6 +204,11 @@ def confirm_leaders(worker: WorkerLoop, k: int, deadline: float | None) -> int:
             )
         if alone:
             objective.report("measuring kept knobs apart: " + "; ".join(alone))
+        if drawn:
+            objective.report(
+                f"launching the picks on another draw of the workload (seed "
+                f"{draw_seed(space)}): " + ", ".join(drawn)
+            )
         if todo:
             rounds += 1
             queued += len(todo)
@@ -224,6 +233,19 @@ def _prune(
     return [f"confirming {t.number} (a pick whose tier's noise is unknown)" for t in confirm] + [
         f"c{tier} {root} with {', '.join(knobs)} at the defaults" for root, tier, knobs, _ in apart
     ]
+
+
+def _draw(
+    study: optuna.Study, trials: Sequence[FrozenTrial], objective: StudyObjective, policy: Policy
+) -> list[str]:
+    """Queue each pick's launch on another draw of the workload (``tuner.run.holdout``); what
+    was queued, in words."""
+    space = objective.ctx.space
+    found = holdouts(trials, objective.ctx.objective, space, policy)
+    params = {t.number: t.params for t in trials}
+    for root, tier in found:
+        study.enqueue_trial(dict(params[root]), user_attrs=draw_attrs(root, draw_seed(space), tier))
+    return [f"{root} (c{tier})" for root, tier in found]
 
 
 def waiting(study: optuna.Study) -> int:

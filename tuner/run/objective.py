@@ -24,6 +24,7 @@ from tuner.record.trial import (
     asks_fresh_launch,
     baseline_attrs,
     copied_outcome,
+    draw_of,
     infeasible,
     is_baseline,
     lost_params,
@@ -132,7 +133,7 @@ class StudyObjective:
         done = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         race = race_for(self.ctx.space, self.ctx.objective, done, measured_in_full(trial))
         with staged_dir(self.ctx.paths.trial_dir(trial.number)) as trial_dir:
-            out = self.runner.run(config, trial_dir, on_tier, times, race)
+            out = self.runner.run(config, trial_dir, on_tier, times, race, draw_of(trial))
         done = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         gate_outcome(out, done, Gate.of(self.ctx.space), is_baseline(trial))
         return out
@@ -143,7 +144,7 @@ class StudyObjective:
         fingerprint = config.fingerprint()
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             r = TrialRecord.of(t)
-            same = r.fingerprint == fingerprint
+            same = r.fingerprint == fingerprint and r.draw_seed is None  # the study's own draw
             if r.number != trial.number and same and not r.refused_by_rule:
                 return t
         return None
@@ -228,6 +229,8 @@ def _outcome_line(trial: FrozenTrial, ctx: StudyContext, done: int) -> str:
         head += " baseline"
     if r.confirm_of is not None:
         head += f" confirms {r.confirm_of}"
+    if r.draw_seed is not None:
+        head += f" on another draw of the workload (seed {r.draw_seed}, c{r.draw_for}'s pick)"
     if r.revert_of is not None and r.revert_knob is not None and r.revert_at is not None:
         knobs = r.revert_knob.replace(",", ", ")
         head += f" is {r.revert_of} with {knobs} at the defaults, measured apart (c{r.revert_at})"

@@ -62,13 +62,15 @@ class TrialRunner:
         on_tier: Callable[[TierResult], None] | None = None,
         times: TrialTimes | None = None,
         race: Race | None = None,
+        seed: int | None = None,
     ) -> TrialOutcome:
         """Launch, benchmark every tier, stop. Faults not the config's raise ``InfraError``.
 
         ``times`` is filled in as each phase ends, so the caller keeps what a launch that
         failed or was interrupted midway had spent. With a ``race`` a tier where the launch is
         out of contention stops early (``objectives.race``); without one, every tier is
-        measured in full (the baseline, confirmations)."""
+        measured in full (the baseline, confirmations). ``seed`` draws the workload again
+        (another draw's prompts and answer lengths; None: the space's own seed)."""
         write_trial_config(trial_dir, config)
         results: list[TierResult] = []
         times = times if times is not None else TrialTimes()
@@ -87,6 +89,8 @@ class TrialRunner:
         try:
             with self.serving(config, trial_dir, times) as endpoint:
                 workload, slos = self.space.workload, self.space.slos
+                if seed is not None:
+                    workload = workload.model_copy(update={"seed": seed})
                 run_benchmark(
                     endpoint, workload, slos, keep, self.base_dir, on_warmup=warmed, race=race
                 )

@@ -16,6 +16,9 @@ asks two more things of a pick, and ``Policy`` encodes them:
   config has been launched twice it is unknown, and no held config is let through;
 - it must not give up most of a replica's capacity for latency: its output throughput reaches
   ``throughput_floor`` of the best a feasible config reached at the tier;
+- it must stay within the space's limits on traffic it was not picked on: once a pick's launch
+  on another draw of the workload shows how far a draw moves a limited figure, a config whose
+  figure a new draw would plausibly push past its limit is left out (``tuner.score.draws``);
 - it must answer as the baseline does: where the space's quality gate is on, a config below
   its floor (``tuner.score.quality``) is lower quality, set apart before anything else, and
   its throughput sets no floor for the others (it is not one to deploy).
@@ -30,8 +33,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from objectives.metrics import SLO
+from objectives.metrics import PER_REQUEST, SLO
 from objectives.objective import get_objective
+from tuner.score.draws import near_limit
 from tuner.score.pooling import Config, noise_cv
 from tuner.score.quality import Gate, config_quality
 from tuner.score.revert import SEAT_FLAG, Defaults
@@ -55,6 +59,8 @@ class Policy:
     gate: Gate = field(default_factory=Gate)  # the quality floor
     defaults: Defaults | None = None  # the engine's defaults: a knob that did nothing goes back
     rules: tuple[Rule, ...] = ()  # the space's rules: a knob goes back only where they allow
+    # Per tier, the space's SLOs on a tier figure: the limits a new draw must keep too.
+    limits: dict[int, tuple[SLO, ...]] = field(default_factory=dict)
 
     def allows(self, params: Mapping[str, Any]) -> bool:
         """Whether a config keeps every rule of the space (so it may be launched)."""
@@ -74,7 +80,10 @@ class Policy:
         values = {n: p.default for n, p in params.items()}
         defaults = Defaults(values, caps, silenced_by(space))
         floor, rules = space.study.throughput_floor, tuple(space.parsed_rules())
-        return cls(floor, frozenset(text), text, Gate.of(space), defaults, rules)
+        limits = {
+            t: tuple(s for s in slos if s.metric not in PER_REQUEST) for t, slos in covered.items()
+        }
+        return cls(floor, frozenset(text), text, Gate.of(space), defaults, rules, limits)
 
 
 def _slo_words(slo: SLO) -> str:
@@ -94,6 +103,7 @@ class Eligible:
     below_floor: list[Config] = field(default_factory=list)
     queued: list[Config] = field(default_factory=list)  # held, and it cost TTFT or throughput
     lower_quality: list[Config] = field(default_factory=list)  # below the quality floor
+    near_limit: list[Config] = field(default_factory=list)  # another draw would break a limit
     seated_ttft: float | None = None  # best P99 TTFT of those that held the fewest users
     seated_throughput: float | None = None  # best output throughput of those
     seated_held: float = 0.0  # the fewest users an eligible config held
@@ -106,8 +116,11 @@ class Eligible:
         tputs = [t for c in feasible if (t := throughput(c, tier)) is not None]
         best = max(tputs) if tputs else None
         out = cls(tier, [], best, lower_quality=[c for c in lower if c.feasible_at(tier)])
+        limits = policy.limits.get(tier, ())
         for c in feasible:
-            if holds_users(c, tier) and tier not in policy.slo_tiers:
+            if limits and near_limit(c, tier, limits, groups) is not None:
+                out.near_limit.append(c)
+            elif holds_users(c, tier) and tier not in policy.slo_tiers:
                 out.held.append(c)
             elif best and (throughput(c, tier) or 0.0) < policy.throughput_floor * best:
                 out.below_floor.append(c)
@@ -144,8 +157,8 @@ class Eligible:
         mine_ttft, mine_tput = ttft(c, self.tier), throughput(c, self.tier)
         if mine_ttft is None or mine_tput is None:
             return False
-        ttft_slack = _allowed(noise[TTFT], len(c.runs))
-        tput_slack = _allowed(noise[THROUGHPUT], len(c.runs))
+        ttft_slack = _allowed(noise[TTFT], len(c.pooled))
+        tput_slack = _allowed(noise[THROUGHPUT], len(c.pooled))
         if ttft_slack is None or tput_slack is None:
             return False  # the noise is unknown until a config is launched twice
         assert self.seated_ttft is not None and self.seated_throughput is not None

@@ -8,6 +8,12 @@ group and average launches through it. ``Config.values(tier)`` are the objective
 every launch of the config at that tier, ``Config.mean_metrics`` their pooled figures;
 ``noise_cv`` pools the relative spread of every config measured more than once into one
 coefficient of variation per tier, the yardstick of "better than the baseline".
+
+A confirmation on another draw of the workload (``draw_seed``, ``tuner.run.holdout``) asks one
+question: does the config stay within the space's limits on traffic it was not picked on. It
+counts towards ``feasible_at`` (every launch must hold), never towards the pooled figures:
+another draw moves them by more than the engine's noise, and every rival was measured on the
+study's own draw.
 """
 
 from __future__ import annotations
@@ -46,12 +52,22 @@ class Config:
     def is_baseline(self) -> bool:
         return self.root.baseline
 
+    @property
+    def pooled(self) -> list[TrialRecord]:
+        """The launches on the study's own draw of the workload: the ones figures pool."""
+        return [t for t in self.runs if t.draw_seed is None]
+
+    @property
+    def drawn(self) -> list[TrialRecord]:
+        """The launches on another draw of the workload (``tuner.run.holdout``)."""
+        return [t for t in self.runs if t.draw_seed is not None]
+
     def values(self, objective: Objective, tier: int) -> list[float]:
         return [v for _, v in self.measured(objective, tier)]
 
     def measured(self, objective: Objective, tier: int) -> list[tuple[int, float]]:
         """(trial number, objective value) of every launch that reported the tier."""
-        pairs = [(t.number, t.value(objective.key, tier)) for t in self.runs]
+        pairs = [(t.number, t.value(objective.key, tier)) for t in self.pooled]
         return [(n, v) for n, v in pairs if v is not None]
 
     def worst_server(self, tier: int, key: str) -> float | None:
@@ -64,7 +80,7 @@ class Config:
         (``tpot_samples``) is the fewest: a pooled p99 is no surer than its thinnest launch."""
         out: dict[str, float] = {}
         for key in keys:
-            vals = [t.tier(tier).get(key) for t in self.runs]
+            vals = [t.tier(tier).get(key) for t in self.pooled]
             nums = [float(v) for v in vals if isinstance(v, int | float) and math.isfinite(v)]
             if nums:
                 out[key] = min(nums) if is_count(key) else statistics.fmean(nums)

@@ -120,6 +120,11 @@ def _left_out(pool: Eligible, policy: Policy) -> str:
     if pool.lower_quality:
         floor = policy.gate.floor
         out.append(f"{len(pool.lower_quality)} answered below the quality floor ({floor:.0%})")
+    if pool.near_limit:
+        out.append(
+            f"{len(pool.near_limit)} within a draw's spread of a limit (another draw of the "
+            "workload would plausibly break it)"
+        )
     if pool.held:
         out.append(f"{len(pool.held)} held users waiting with no SLO at this tier")
     if pool.queued:

@@ -124,3 +124,27 @@ def test_pending_picks_close_tiers_leaders_and_the_baseline() -> None:
     study.enqueue_trial({"chunk": 4}, user_attrs={"confirm_of": 3})
     assert [t.number for t in pending(study.trials, p99, [1, 8], 2)] == [0]
     assert pending(study.trials, p99, [1, 8], 0) == []
+
+
+def test_each_pick_is_launched_on_another_draw_of_the_workload(
+    small_space: dict[str, Any], tmp_path: Path
+) -> None:
+    """Where the space sets a limit, every pick is launched once more on the workload drawn
+    with the next seed: other prompts, so other figures, never pooled with the study's."""
+    space = write_yaml(tmp_path / "small.yaml", {**small_space, "slos": [
+        {"metric": "max_itl_ms", "max": 600000}]})  # fmt: skip
+    lines: list[str] = []
+    summary = run_study(options(space, tmp_path, trials=6, confirm=1), report=lines.append)
+    study = load(tmp_path)
+    drawn = [t for t in study.trials if t.user_attrs.get("draw_seed") is not None]
+    picks = {r.trial for r in summary.recommendations if r.trial is not None}
+    assert {t.user_attrs["confirm_of"] for t in drawn} == picks
+    for t in drawn:
+        root = study.trials[t.user_attrs["confirm_of"]]
+        assert t.user_attrs["draw_seed"] == small_space["workload"]["seed"] + 1
+        assert t.params == root.params and t.state == TrialState.COMPLETE
+        tokens = [s.user_attrs["tiers"]["1"]["total_input_tokens"] for s in (root, t)]
+        assert tokens[0] != tokens[1]  # another draw: other prompt lengths
+    for rec in summary.recommendations:
+        assert not set(rec.runs) & {t.number for t in drawn}  # not pooled
+    assert any("on another draw of the workload" in line for line in lines)

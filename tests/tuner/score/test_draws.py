@@ -1,0 +1,173 @@
+"""A pick must stay within the space's limits on another draw of the workload: a launch there
+counts towards feasibility but not towards the pooled figures, and once such launches show how
+far a draw moves a limited figure, a config whose figure a new draw would plausibly push past
+its limit is not picked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from objectives.metrics import SLO
+from tests.tuner.score.test_revert import DEFAULTS, P99, trial
+from tuner.run.holdout import PER_TIER, draw_seed, holdouts
+from tuner.score.draws import draw_cv, near_limit
+from tuner.score.eligible import Eligible, Policy
+from tuner.score.pooling import configs
+from tuner.score.recommend import recommend
+from tuner.space import load_space
+from tuner.space.schema import Space
+
+GAP = SLO(metric="max_itl_ms", max=2000)
+POLICY = Policy(defaults=DEFAULTS, slo_tiers=frozenset({1}), limits={1: (GAP,)})
+BASE = {"chunk": 8192, "noop": "1", "seats": 1024}
+BIG = {"chunk": 131072, "noop": "1", "seats": 1024}  # best TPOT, longest stalls
+MID = {"chunk": 32768, "noop": "1", "seats": 1024}
+
+
+def launch(params: dict[str, Any], tpot: float, gap: float, **attrs: Any) -> FrozenTrial:
+    ok = gap <= 2000
+    tiers = {"1": {"p99_tpot_ms": tpot, "max_itl_ms": gap}}
+    return trial(params, tpot, tiers=tiers, tier_ok={"1": ok}, feasible=ok, **attrs)
+
+
+def numbered(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    for n, t in enumerate(trials):
+        t.number = n
+    return trials
+
+
+def explored() -> list[FrozenTrial]:
+    """BIG leads on TPOT at 1.8 s longest gap, MID trails at 1.1 s; the baseline is measured
+    twice, so the tier's noise is known."""
+    return numbered(
+        [
+            launch(BASE, 30.0, 900, baseline=True),
+            launch(BASE, 30.3, 910, confirm_of=0),
+            launch(BIG, 20.0, 1800),
+            launch(MID, 24.0, 1100),
+        ]
+    )
+
+
+def drawn(root: int, params: dict[str, Any], tpot: float, gap: float) -> FrozenTrial:
+    return launch(params, tpot, gap, confirm_of=root, draw_seed=43, draw_for=1)
+
+
+def test_a_launch_on_another_draw_is_not_pooled_but_must_hold() -> None:
+    trials = numbered([*explored(), drawn(2, BIG, 26.0, 1990)])
+    big = configs(trials)[2]
+    assert [t.number for t in big.drawn] == [4]
+    assert big.values(P99, 1) == [20.0]  # the other draw's 26 ms is not the config's figure
+    assert big.mean_metrics(1, ["max_itl_ms"]) == {"max_itl_ms": 1800}
+    assert big.feasible_at(1)
+    broke = numbered([*explored(), drawn(2, BIG, 26.0, 2300)])
+    assert not configs(broke)[2].feasible_at(1)  # a limit broken on another draw: not a pick
+    (rec,) = recommend(broke, P99, [1], POLICY)
+    assert rec.trial == 3
+
+
+def test_without_a_launch_on_another_draw_no_margin_is_taken() -> None:
+    trials = explored()
+    assert draw_cv(list(configs(trials).values()), "max_itl_ms", 1) is None
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.trial == 2  # 1.8 s is within 2 s, and nothing says how far a draw moves it
+
+
+def test_a_config_a_new_draw_would_push_past_a_limit_is_not_picked() -> None:
+    """BIG held on another draw (1.99 s), but that launch shows a draw moves the longest gap by
+    about 11%: a third draw would plausibly pass 2 s, so the pick is MID, which keeps the
+    margin (1.1 s)."""
+    trials = numbered([*explored(), drawn(2, BIG, 21.0, 1990)])
+    groups = list(configs(trials).values())
+    cv = draw_cv(groups, "max_itl_ms", 1)
+    assert cv is not None and abs(cv - 190 / 1800) < 1e-9
+    assert near_limit(configs(trials)[2], 1, (GAP,), groups) is not None
+    assert near_limit(configs(trials)[3], 1, (GAP,), groups) is None
+    pool = Eligible.at(groups, 1, POLICY)
+    assert [c.root.number for c in pool.near_limit] == [2]
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.trial == 3 and "within a draw's spread of a limit" in rec.choice
+    (free,) = recommend(trials, P99, [1], Policy(defaults=DEFAULTS))  # no limit, no margin
+    assert free.trial == 2
+
+
+def test_a_draw_that_breaks_a_config_is_no_spread() -> None:
+    """A config infeasible on its own draw tells nothing of how far a draw moves a figure."""
+    trials = numbered([*explored(), launch(BIG, 19.0, 2500), drawn(4, BIG, 19.0, 9000)])
+    assert draw_cv(list(configs(trials).values()), "max_itl_ms", 1) is None
+
+
+def space(tmp_path: Path, slos: list[dict[str, Any]]) -> Space:
+    from tests.tuner.conftest import SMALL_SPACE, write_yaml
+
+    return load_space(write_yaml(tmp_path / "s.yaml", {**SMALL_SPACE, "slos": slos}))
+
+
+def h200_like() -> list[FrozenTrial]:
+    """Two tiers with the small space's knobs: trial 1 leads at c1, trial 2 at c4."""
+    a = {"max_num_batched_tokens": 2048, "max_num_seqs": 64, "long_prefill_token_threshold": 0}
+    b = {**a, "max_num_batched_tokens": 32768}
+    base = {**a, "max_num_batched_tokens": 8192}
+    dist = optuna.distributions.CategoricalDistribution
+
+    def t(params: dict[str, Any], c1: float, c4: float, **attrs: Any) -> FrozenTrial:
+        tiers = {
+            "1": {"p99_tpot_ms": c1, "max_itl_ms": 50},
+            "4": {"p99_tpot_ms": c4, "max_itl_ms": 50},
+        }
+        return optuna.trial.create_trial(
+            params=params,
+            distributions={
+                "max_num_batched_tokens": dist([2048, 8192, 32768]),
+                "max_num_seqs": dist([4, 16, 64]),
+                "long_prefill_token_threshold": dist([0, 1024, 4096]),
+            },
+            values=[c1, c4],
+            user_attrs={
+                "feasible": True,
+                "tiers": tiers,
+                "tier_ok": {"1": True, "4": True},
+                **attrs,
+            },
+        )
+
+    return numbered([t(base, 30, 60, baseline=True), t(a, 20, 70), t(b, 25, 40)])
+
+
+def test_each_pick_is_launched_once_on_another_draw(tmp_path: Path) -> None:
+    sp = space(tmp_path, [{"metric": "max_itl_ms", "max": 2000}])
+    policy = Policy.of(sp)
+    trials = h200_like()
+    found = holdouts(trials, P99, sp, policy)
+    picks = {r.concurrency: r.trial for r in recommend(trials, P99, [1, 4], policy)}
+    assert found == [(picks[1], 1), (picks[4], 4)] and picks[1] != picks[4]
+    assert draw_seed(sp) == sp.workload.seed + 1
+    asked = numbered([*trials, *(drawn_small(trials[r], r, tier) for r, tier in found)])
+    assert holdouts(asked, P99, sp, policy) == []  # each pick checked once
+    only_c4 = space(tmp_path, [{"metric": "max_itl_ms", "max": 2000, "tiers": [4]}])
+    assert holdouts(trials, P99, only_c4, Policy.of(only_c4)) == [(picks[4], 4)]
+    unlimited = space(tmp_path, [])
+    assert holdouts(trials, P99, unlimited, Policy.of(unlimited)) == []
+
+
+def test_a_tier_gets_at_most_per_tier_launches_on_another_draw(tmp_path: Path) -> None:
+    sp = space(tmp_path, [{"metric": "max_itl_ms", "max": 2000, "tiers": [4]}])
+    trials = h200_like()
+    spent = [drawn_small(trials[n], n, 4) for n in range(PER_TIER)]  # three configs, each once
+    assert holdouts(numbered([*trials, *spent]), P99, sp, Policy.of(sp)) == []
+    fewer = [drawn_small(trials[n], n, 4) for n in range(PER_TIER - 1)]
+    assert holdouts(numbered([*trials, *fewer]), P99, sp, Policy.of(sp)) == [(2, 4)]
+    again = [*fewer, drawn_small(trials[0], 0, 4)]  # a launch queued again is not another one
+    assert holdouts(numbered([*trials, *again]), P99, sp, Policy.of(sp)) == [(2, 4)]
+
+
+def drawn_small(root: FrozenTrial, number: int, tier: int) -> FrozenTrial:
+    attrs = {**root.user_attrs, "confirm_of": number, "draw_seed": 4, "draw_for": tier}
+    attrs.pop("baseline", None)
+    return optuna.trial.create_trial(
+        params=root.params, distributions=root.distributions, values=root.values, user_attrs=attrs
+    )

@@ -1,0 +1,76 @@
+"""How far another draw of the workload moves a limited figure, and the margin a pick keeps.
+
+A space's limit on a tier figure (the longest gap any user met, a P99 TTFT) is read off one
+draw of the workload, and a maximum over one draw moves with the draw: which long prompts
+arrive together decides the largest prefill step. A config measured at 1.8 s against a 2 s
+limit on the study's draw went past it on half of ten other draws of the same shape.
+
+The picks' launches on another draw (``tuner.run.holdout``) show that spread: each config
+launched on another draw gives, per tier and limited figure, one difference between that draw
+and its own draw's pooled value. ``draw_cv`` pools them into one relative spread per tier and
+figure (configs feasible at the tier on their own draw only: a draw that tips a config into
+failure is a fault of that config, not a spread). ``near_limit`` then asks of a config the
+figure a new draw would plausibly show: the mean over the draws it was measured on, worsened by
+``DRAW_Z`` standard deviations of a new draw about that mean, must stay within the limit. Until
+a launch on another draw shows the spread, no margin is taken.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from objectives.metrics import SLO
+from tuner.score.pooling import Config
+
+DRAW_Z = 1.0  # a new draw's figure is taken at one standard deviation past its expected value
+
+
+def draw_cv(groups: Sequence[Config], key: str, tier: int) -> float | None:
+    """Pooled relative spread of ``key`` at ``tier`` between draws of the workload (None: no
+    config feasible at the tier was launched on another draw)."""
+    squares, n = 0.0, 0
+    for c in groups:
+        own = _own(c, key, tier)
+        if own is None or own == 0 or not c.drawn or not _feasible_own(c, tier):
+            continue
+        for t in c.drawn:
+            if (v := t.value(key, tier)) is not None:
+                # The own draw's value is a mean over its launches: the difference holds a
+                # new draw's spread and that mean's (engine noise, small beside a draw's).
+                squares += ((v - own) / own) ** 2
+                n += 1
+    return math.sqrt(squares / n) if n else None
+
+
+def near_limit(c: Config, tier: int, limits: Sequence[SLO], groups: Sequence[Config]) -> str | None:
+    """The first of the tier's ``limits`` a new draw would plausibly break for ``c``, in words
+    (None: it keeps the margin on every one, or no spread is known)."""
+    for slo in limits:
+        cv = draw_cv(groups, slo.metric, tier)
+        draws = _draws(c, slo.metric, tier)
+        if cv is None or not draws:
+            continue
+        center = statistics.fmean(draws)
+        reach = DRAW_Z * cv * abs(center) * math.sqrt(1 + 1 / len(draws))
+        if slo.max is not None and center + reach > slo.max:
+            return f"{slo.metric} {center:.4g} + {reach:.3g} on another draw > {slo.max:g}"
+        if slo.min is not None and center - reach < slo.min:
+            return f"{slo.metric} {center:.4g} - {reach:.3g} on another draw < {slo.min:g}"
+    return None
+
+
+def _draws(c: Config, key: str, tier: int) -> list[float]:
+    """One value per draw the config was measured on: its own draw's pooled mean first."""
+    own = _own(c, key, tier)
+    others = [v for t in c.drawn if (v := t.value(key, tier)) is not None]
+    return ([own] if own is not None else []) + others
+
+
+def _own(c: Config, key: str, tier: int) -> float | None:
+    return c.mean_metrics(tier, (key,)).get(key)
+
+
+def _feasible_own(c: Config, tier: int) -> bool:
+    return bool(c.pooled) and all(t.feasible_at(tier) for t in c.pooled)
