@@ -28,13 +28,15 @@ def show_study(name: str, storage: str | None, results_dir: Path) -> str:
     recs = recommend(trials, objective, record.tiers, Policy.of(space), against)
     complete = [r for r in map(TrialRecord.of, trials) if r.complete]
     confirms = sum(1 for r in complete if r.confirm_of is not None)
+    drawn = sum(1 for r in complete if r.draw_seed is not None)  # confirmations, on another draw
     # A pick launched with knobs at their defaults is on top of --trials, as a confirmation is.
     reverts = sum(1 for r in complete if r.revert_of is not None and r.confirm_of is None)
     done = len(complete) - confirms - reverts
     feasible = sum(1 for r in complete if r.feasible)
     head = (
         f"study {name!r}: objective {objective.name}, {done} finished trials "
-        f"+ {confirms} confirmation launches + {reverts} with knobs put back to their defaults "
+        f"+ {confirms} confirmation launches ({drawn} on another draw of the workload) "
+        f"+ {reverts} with knobs put back to their defaults "
         f"({feasible} feasible, {len(trials) - len(complete)} failed or unfinished)"
     )
     hours = study_hours(trials, record.tiers, record.target_kind == "sim")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 from objectives.metrics import SLO
 from tuner.score.pooling import Config
@@ -59,6 +60,27 @@ def near_limit(c: Config, tier: int, limits: Sequence[SLO], groups: Sequence[Con
         if slo.min is not None and center - reach < slo.min:
             return f"{slo.metric} {center:.4g} - {reach:.3g} on another draw < {slo.min:g}"
     return None
+
+
+def held_on_draws(c: Config, tier: int, limits: Sequence[SLO]) -> list[dict[str, Any]]:
+    """The config's launches on another draw at ``tier``: trial, seed and each limited figure."""
+    keys = dict.fromkeys(s.metric for s in limits)
+    return [
+        {"trial": t.number, "seed": t.draw_seed, **{k: t.value(k, tier) for k in keys}}
+        for t in c.drawn
+        if t.tier(tier)
+    ]
+
+
+def draw_words(held: Sequence[dict[str, Any]]) -> str:
+    """``held_on_draws`` as the end of a pick's line (empty: none)."""
+    said = []
+    for h in held:
+        figures = ", ".join(f"{k} {v:.4g}" for k, v in h.items() if k not in ("trial", "seed"))
+        said.append(f"trial {h['trial']}, seed {h['seed']}" + (f": {figures}" if figures else ""))
+    if not said:
+        return ""
+    return "; within the space's limits on another draw of the workload (" + "; ".join(said) + ")"
 
 
 def _draws(c: Config, key: str, tier: int) -> list[float]:

@@ -32,6 +32,7 @@ from optuna.trial import FrozenTrial
 from objectives.objective import Objective, front_axes
 from objectives.tails import samples_key, with_counts
 from tuner.score.apart import measured_apart, without
+from tuner.score.draws import draw_words, held_on_draws
 from tuner.score.eligible import OUTPUT, Eligible, Policy
 from tuner.score.evidence import Measured, knob_notes
 from tuner.score.narrow import Walk, walk
@@ -91,6 +92,9 @@ class TierRecommendation:
     # Knobs the measured config set that cannot act at the tier, with the value it measured
     # with: the pick carries them at the engine's default.
     idle: dict[str, Any] = field(default_factory=dict)
+    # The pick's launches on another draw of the workload (``tuner.run.holdout``): trial, seed
+    # and the figures the space limits at the tier, none of them pooled into ``metrics``.
+    other_draws: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,8 +141,10 @@ def _recommend_tier(
         rec.users_held = best.worst_server(tier, "users_held")
         rec.preemptions = best.worst_server(tier, "num_preemptions")
         rec.quality = config_quality(best, base, policy.gate).to_json()
+    if best is not None:
+        rec.other_draws = held_on_draws(best, tier, policy.limits.get(tier, ()))
     rec.choice = choice_line(best, rec.value, pool, goal, policy, Leader(lead, cv)) + (
-        _idle_words(rec) if best else _unmeasured(groups, tier)
+        _idle_words(rec) + draw_words(rec.other_draws) if best else _unmeasured(groups, tier)
     )
     if base is not None:
         rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)

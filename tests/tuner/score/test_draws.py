@@ -171,3 +171,12 @@ def drawn_small(root: FrozenTrial, number: int, tier: int) -> FrozenTrial:
     return optuna.trial.create_trial(
         params=root.params, distributions=root.distributions, values=root.values, user_attrs=attrs
     )
+
+
+def test_the_pick_says_what_it_measured_on_another_draw() -> None:
+    trials = numbered([*explored(), drawn(2, BIG, 21.0, 1990), drawn(3, MID, 25.0, 1150)])
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.trial == 3 and rec.runs == [3]
+    assert rec.other_draws == [{"trial": 5, "seed": 43, "max_itl_ms": 1150}]
+    assert rec.metrics["max_itl_ms"] == 1100  # the study's own draw
+    assert "on another draw of the workload (trial 5, seed 43: max_itl_ms 1150)" in rec.choice
