@@ -32,3 +32,13 @@ def test_a_pick_that_stalls_its_streams_fails_the_replay(tmp_path: Path, capsys)
     code = main(["--space", str(H200), "--results-dir", str(tmp_path), "--study", "s"])
     out = capsys.readouterr().out
     assert code == 1 and "max_itl_ms" in out.splitlines()[-1] and "within limits" in out
+
+
+def test_draws_counts_the_draws_each_pick_held_on(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    tiers = [{"concurrency": 1, "trial": 0, "params": {}}]
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "recommendations.json").write_text(json.dumps({"tiers": tiers}))
+    args = ["--space", str(H200), "--results-dir", str(tmp_path), "--study", "s", "--draws", "3"]
+    code = main(args)
+    last = capsys.readouterr().out.splitlines()[-1].split()
+    assert code == 0 and last[:3] == ["c1", "0", "3/3"] and len(last) == 6  # a gap per draw

@@ -76,11 +76,16 @@ def draw_words(held: Sequence[dict[str, Any]]) -> str:
     """``held_on_draws`` as the end of a pick's line (empty: none)."""
     said = []
     for h in held:
-        figures = ", ".join(f"{k} {v:.4g}" for k, v in h.items() if k not in ("trial", "seed"))
+        shown = [(k, v) for k, v in h.items() if k not in ("trial", "seed") and v is not None]
+        figures = ", ".join(f"{k} {_num(v)}" for k, v in shown)
         said.append(f"trial {h['trial']}, seed {h['seed']}" + (f": {figures}" if figures else ""))
     if not said:
         return ""
     return "; within the space's limits on another draw of the workload (" + "; ".join(said) + ")"
+
+
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 def _draws(c: Config, key: str, tier: int) -> list[float]:

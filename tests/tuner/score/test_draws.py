@@ -179,4 +179,4 @@ def test_the_pick_says_what_it_measured_on_another_draw() -> None:
     assert rec.trial == 3 and rec.runs == [3]
     assert rec.other_draws == [{"trial": 5, "seed": 43, "max_itl_ms": 1150}]
     assert rec.metrics["max_itl_ms"] == 1100  # the study's own draw
-    assert "on another draw of the workload (trial 5, seed 43: max_itl_ms 1150)" in rec.choice
+    assert "on another draw of the workload (trial 5, seed 43: max_itl_ms 1,150)" in rec.choice
