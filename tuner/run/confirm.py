@@ -40,7 +40,7 @@ from tuner.run.eta import Clock
 from tuner.run.holdout import draw_seed, holdouts
 from tuner.run.loop import WorkerLoop
 from tuner.run.objective import StudyObjective
-from tuner.run.prune import prunings
+from tuner.run.prune import prunings, queued_confirmations
 from tuner.score.eligible import Eligible, Policy
 from tuner.score.pooling import Config, configs, noise_cv
 from tuner.score.recommend import leader, rank_score, tier_walk
@@ -108,11 +108,7 @@ def pending(
     wanted.update(
         {c.root.number: c for c in groups if c.is_baseline and any(map(c.feasible_at, tiers))}
     )
-    queued = {
-        TrialRecord.of(t).confirm_of
-        for t in trials
-        if t.state in (TrialState.WAITING, TrialState.RUNNING)
-    }
+    queued = queued_confirmations(trials)
     todo = [c.root for n, c in wanted.items() if len(c.pooled) < LAUNCHES and n not in queued]
     return sorted(todo, key=lambda t: t.number)
 

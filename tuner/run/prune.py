@@ -37,7 +37,7 @@ def prunings(
     kept knobs: (the pick's root trial, the tier, the knobs, the config without them)."""
     groups = configs(trials)
     seen = {config_key(policy.canonical(t.params)) for t in trials}
-    queued, spent = _queued(trials), _spent(trials)
+    queued, spent = queued_confirmations(trials), _spent(trials)
     confirm: dict[int, TrialRecord] = {}
     out = []
     for rec in recommend(trials, objective, tiers, policy):
@@ -66,7 +66,8 @@ def _spent(trials: Sequence[FrozenTrial]) -> Counter[int | None]:
     return Counter(r.revert_at for r in records if r.revert_at is not None and r.revert_knob)
 
 
-def _queued(trials: Sequence[FrozenTrial]) -> set[int | None]:
-    """The configs (by root trial) a confirmation already waits or runs for."""
+def queued_confirmations(trials: Sequence[FrozenTrial]) -> set[int | None]:
+    """The configs (by root trial) a confirmation already waits or runs for: the one answer
+    every round reads before it queues another."""
     live = (TrialState.WAITING, TrialState.RUNNING)
     return {TrialRecord.of(t).confirm_of for t in trials if t.state in live}
