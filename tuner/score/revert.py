@@ -35,6 +35,7 @@ import numpy as np
 
 from objectives.objective import Objective
 from tuner.score.pooling import Config
+from tuner.space.params import same_value
 
 VERDICT_Z = 2.0  # as the verdicts: an effect is real beyond two standard errors
 RIDGE = 0.1  # shrinks what few configs say about a knob towards no effect
@@ -57,7 +58,8 @@ class Defaults:
         quiet = {
             k
             for k, offs in self.silenced.items()
-            if k in params and any(_key(params.get(o)) == _key(v) for o, v in offs)
+            # the renderer's own test of an 'off' value (1 and 1.0 alike, never "1" or True)
+            if k in params and any(o in params and same_value(params[o], v) for o, v in offs)
         }
         return {k: self.values[k] if k in quiet else v for k, v in params.items()}
 

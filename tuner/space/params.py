@@ -139,7 +139,7 @@ class Parameter(BaseModel):
     def contains(self, value: Scalar) -> bool:
         """Whether ``value`` is one this parameter can take."""
         if self.type == "categorical":
-            return any(_same(value, c) for c in self.choices or [])
+            return any(same_value(value, c) for c in self.choices or [])
         if isinstance(value, bool) or not isinstance(value, int | float):
             return False
         if self.type == "int" and not float(value).is_integer():
@@ -148,14 +148,14 @@ class Parameter(BaseModel):
         return self.low <= value <= self.high
 
     def is_unset(self, value: Scalar) -> bool:
-        return self.unset is not None and _same(value, self.unset)
+        return self.unset is not None and same_value(value, self.unset)
 
 
 def _key_text(key: object) -> str:
     return str(key).lower() if isinstance(key, bool) else str(key)
 
 
-def _same(a: Scalar, b: Scalar) -> bool:
+def same_value(a: Scalar, b: Scalar) -> bool:
     # YAML gives 1 and "1" and True as different things; a choice matches only its own type,
     # except that ints and floats compare by value.
     if isinstance(a, bool) or isinstance(b, bool):

@@ -131,6 +131,14 @@ def test_a_knob_another_ones_off_value_leaves_out_of_the_launch_is_no_change() -
     assert d.deployed(off, 4) == {"spec_method": "ngram", "num_speculative_tokens": 0}
     on = {"spec_method": "suffix", "num_speculative_tokens": 3}
     assert d.changed(on) == on
+    # the renderer's own test of 'off': 0.0 drops the flag as 0 does, "0" and False do not
+    float_off = {"spec_method": "suffix", "num_speculative_tokens": 0.0}
+    assert d.canonical(float_off)["spec_method"] == "ngram"
+    for other in ("0", False):
+        assert (
+            d.canonical({"spec_method": "suffix", "num_speculative_tokens": other})["spec_method"]
+            == "suffix"
+        )
 
 
 @pytest.mark.parametrize("drafts", [0, 2])
