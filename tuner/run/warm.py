@@ -108,15 +108,20 @@ def _picks(
 
 
 def _prior(data: StudyData, space: Space) -> Prior:
-    """Every launch the earlier study measured, its config in this space, its values at the
-    earlier tier nearest each of this study's (NaN where it was infeasible there)."""
-    launches = [t for t in data.trials if TrialRecord.of(t).is_measurement]
+    """Every launch the earlier study measured on its own draw of the workload (a launch on
+    another draw measured other traffic), its config in this space, its values at the earlier
+    tier nearest each of this study's (NaN where it was infeasible there)."""
+    launches = [t for t in data.trials if _own_launch(TrialRecord.of(t))]
     nearest = [_nearest_tier(c, data.tiers) for c in space.workload.tiers]
     values = np.array(
         [[_value(t, i, data.tiers[i]) for i in nearest] for t in launches], dtype=float
     ).reshape(len(launches), len(nearest))
     points = tuple(translate(t.params, space) for t in launches)
     return Prior(data.name, points, values)
+
+
+def _own_launch(r: TrialRecord) -> bool:
+    return r.is_measurement and r.draw_seed is None
 
 
 def _nearest_tier(concurrency: int, tiers: Sequence[int]) -> int:

@@ -111,6 +111,29 @@ def test_the_sampler_gets_the_earlier_measurements_as_its_prior(
     assert isinstance(sampler, AdditiveSampler) and sampler.prior is not None
 
 
+def test_a_launch_on_another_draw_of_the_workload_is_not_in_the_prior(
+    earlier: Path, tmp_path: Path
+) -> None:
+    results = _copy(earlier, tmp_path)
+    old = load(results, "old")
+    first = next(t for t in old.trials if t.user_attrs.get("fingerprint"))
+    attrs = {**first.user_attrs, "confirm_of": first.number, "draw_seed": 99, "draw_for": 1}
+    old.add_trial(
+        optuna.trial.create_trial(
+            params=first.params,
+            distributions=first.distributions,
+            values=[v * 3 for v in first.values],
+            user_attrs=attrs,
+        )
+    )
+    ctx = prepare(options(results, warm_start="old"))
+    assert ctx.warm is not None
+    own = [
+        t for t in old.trials if t.user_attrs.get("fingerprint") and "draw_seed" not in t.user_attrs
+    ]
+    assert ctx.warm.prior.values.shape == (len(own), 2)
+
+
 def test_a_worker_joining_a_warm_started_study_samples_with_its_prior(
     earlier: Path, tmp_path: Path
 ) -> None:
