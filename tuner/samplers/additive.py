@@ -58,7 +58,7 @@ from optuna.search_space import IntersectionSearchSpace
 from optuna.trial import FrozenTrial, TrialState
 
 from tuner.samplers.failure_model import FailureModel, Ingredients
-from tuner.samplers.observed import Observed
+from tuner.samplers.observed import Observed, learns_from
 from tuner.samplers.prior import Features, Hyper, Prior, PriorFit, fit_with_prior
 from tuner.samplers.surrogate import (
     BayesLinear,
@@ -135,7 +135,7 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         done = [
             t
             for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if search_space.keys() <= t.params.keys() and self.allowed(t.params)
+            if search_space.keys() <= t.params.keys() and self.allowed(t.params) and learns_from(t)
         ]
         running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
         taken = {_key(t.params, search_space) for t in [*done, *running] if t.params}

@@ -17,6 +17,12 @@ from optuna.trial import FrozenTrial
 from tuner.record.trial import TrialRecord
 
 
+def learns_from(t: FrozenTrial) -> bool:
+    """Whether a finished trial is one the samplers learn from: not a launch on another draw of
+    the workload (``tuner.run.holdout``), which measured other traffic than every other trial."""
+    return TrialRecord.of(t).draw_seed is None
+
+
 class Observed:
     """The finished trials as the models see them, for one target tier: ``ok_at`` holds, per
     trial and tier, whether that value is one to learn from (``tiers`` names the tiers' keys in

@@ -17,6 +17,8 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from tuner.samplers.observed import learns_from
+
 InnerFactory = Callable[[], optuna.samplers.BaseSampler]
 
 
@@ -35,7 +37,7 @@ class TierTurnSampler(optuna.samplers.BaseSampler):
         tier = trial.number % len(study.directions)
         view = optuna.create_study(direction=study.directions[tier], sampler=self.inner)
         done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        view.add_trials([_one_value(t, tier) for t in done])
+        view.add_trials([_one_value(t, tier) for t in done if learns_from(t)])
         stand_in = view.ask()
         pair = (view, view._storage.get_trial(stand_in._trial_id))
         self._views = {trial.number: pair}  # one trial at a time: drop older views

@@ -280,3 +280,52 @@ def test_a_trial_that_missed_one_tiers_slo_still_teaches_the_other_tiers() -> No
     )  # rows: both trials at c1, the second at c20 only
     # without per-tier feasibility the whole trial counts: an SLO miss anywhere hides it
     assert Observed(trials, directions, 0).ok.tolist() == [False, True]
+
+
+def test_a_launch_on_another_draw_of_the_workload_is_not_learned_from(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Such a launch measured other traffic than every other trial: neither the additive
+    sampler nor a tiered one fits it."""
+    import tuner.samplers.additive as additive
+    from tests.tuner.conftest import SMALL_SPACE
+    from tuner.samplers import make_sampler
+    from tuner.samplers.tiered import TierTurnSampler
+    from tuner.space.schema import Space
+
+    sp = Space.model_validate(SMALL_SPACE)
+    dists = {
+        "max_num_batched_tokens": CategoricalDistribution([2048, 8192, 32768]),
+        "max_num_seqs": CategoricalDistribution([4, 16, 64]),
+        "long_prefill_token_threshold": CategoricalDistribution([0, 1024, 4096]),
+    }
+    rows = [(2048, 4, 0), (8192, 16, 0), (32768, 64, 1024), (8192, 64, 4096)]
+    made = [
+        optuna.trial.create_trial(
+            params=dict(zip(dists, r, strict=True)),
+            distributions=dists,
+            values=[10.0 + i, 20.0 + i],
+            user_attrs={"feasible": True},
+        )
+        for i, r in enumerate(rows)
+    ]
+    other = optuna.trial.create_trial(
+        params=made[0].params,
+        distributions=dists,
+        values=[99.0, 99.0],
+        user_attrs={"feasible": True, "confirm_of": 0, "draw_seed": 4, "draw_for": 1},
+    )
+    seen: list[list[FrozenTrial]] = []
+
+    class Spy(Observed):
+        def __init__(self, trials, *a, **kw) -> None:  # type: ignore[no-untyped-def]
+            seen.append(list(trials))
+            super().__init__(trials, *a, **kw)
+
+    monkeypatch.setattr(additive, "Observed", Spy)
+    study = optuna.create_study(directions=["minimize"] * 2, sampler=make_sampler("additive", sp))
+    study.add_trials([*made, other])
+    study.ask(dists)
+    assert seen and all(len(s) == len(made) for s in seen)
+    assert all(t.user_attrs.get("draw_seed") is None for s in seen for t in s)
+    tiered = TierTurnSampler(optuna.samplers.RandomSampler(seed=0))
+    view, _ = tiered._view(study, study.ask())
+    assert len(view.trials) == len(made) + 1  # the made trials and the view's own stand-in
