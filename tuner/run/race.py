@@ -2,9 +2,13 @@
 
 Each tier races against its current pick (``tuner.score.recommend``: eligible, pooled), read
 back from the study with the per-request values its launch stored; a tier with no pick yet,
-or whose pick stored none, is raced against the space's SLOs on a longest figure alone
-(``ceilings``), or measured in full where it has none. The baseline and confirmation launches are
-never raced: the yardstick and every pick's second launch rest on every request.
+whose pick stored none, or whose pick held users back, is raced against the space's SLOs on a
+longest figure alone (``ceilings``), or measured in full where it has none. A pick that held
+users is no yardstick for the objective: a launch that seats them is slower per token for
+running more at once, and may still win the tier by the queueing rule
+(``tuner.score.eligible``), which only a launch measured in full can show. The baseline and
+confirmation launches are never raced: the yardstick and every pick's second launch rest on
+every request.
 """
 
 from __future__ import annotations
@@ -43,12 +47,14 @@ def race_for(
 def _incumbents(
     space: Space, objective: Objective, trials: Sequence[FrozenTrial]
 ) -> dict[int, list[float | None]]:
-    """Per tier with a pick, the pick's stored per-request values."""
+    """Per tier whose pick seated every user, the pick's stored per-request values."""
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     out: dict[int, list[float | None]] = {}
     by_number = {t.number: TrialRecord.of(t) for t in done}
     for rec in recommend(done, objective, list(space.workload.tiers), Policy.of(space)):
-        if rec.trial is not None and (values := _stored(by_number, rec.runs, rec.concurrency)):
+        if rec.trial is None or rec.users_held:
+            continue
+        if values := _stored(by_number, rec.runs, rec.concurrency):
             out[rec.concurrency] = values
     return out
 

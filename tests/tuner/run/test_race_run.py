@@ -6,10 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.distributions import CategoricalDistribution
 
+from objectives.objective import get_objective
 from tests.tuner.conftest import write_yaml
 from tuner.record.trial import TrialRecord
+from tuner.run.race import race_for
 from tuner.run.study import RunOptions, run_study
+from tuner.space.load import load_space
 
 
 def run(space_file: Path, small_space: dict[str, Any], tmp_path: Path, **study: Any) -> Any:
@@ -55,3 +59,38 @@ def test_a_tier_past_the_spaces_longest_gap_limit_stops_early_and_is_no_pick(
     raced = [r for r in records if not r.baseline and r.confirm_of is None]
     assert raced and all(r.decided_after(c) == 1 for r in raced for c in tiers)
     assert all(rec.trial is None for rec in summary.recommendations)
+
+
+DEFAULTS = {"max_num_batched_tokens": 8192, "max_num_seqs": 64, "long_prefill_token_threshold": 0}
+
+
+def _measured(study: optuna.Study, tiers: dict[int, dict[str, Any]], **attrs: Any) -> None:
+    """A finished launch: per tier its P99 TPOT, 16 requests' TPOTs (s) and server figures."""
+    user_attrs: dict[str, Any] = {"feasible": True, **attrs, "tiers": {}, "requests": {}}
+    for tier, t in tiers.items():
+        user_attrs["tiers"][str(tier)] = {"p99_tpot_ms": t["tpot"], "server": t.get("server", {})}
+        user_attrs["requests"][str(tier)] = [t["tpot"] / 1000] * 16
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=DEFAULTS,
+            distributions={k: CategoricalDistribution([v]) for k, v in DEFAULTS.items()},
+            values=[t["tpot"] for t in tiers.values()],
+            user_attrs=user_attrs,
+            state=optuna.trial.TrialState.COMPLETE,
+        )
+    )
+
+
+def test_a_pick_that_held_users_is_no_yardstick_for_the_race(
+    space_file: Path, small_space: dict[str, Any]
+) -> None:
+    """A seat limit of 2 at 4 users gives the lowest TPOT there by making 2 wait: a launch that
+    seats all 4 is slower per token and may still win c4 by its P99 TTFT, so c4 is not raced
+    on the objective against such a pick (c1, whose pick seated its user, is)."""
+    small_space["slos"] = [{"metric": "p99_ttft_ms", "max": 60000}]
+    space = load_space(write_yaml(space_file, small_space))
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    held = {"users_held": 2.0}
+    _measured(study, {1: {"tpot": 10.0}, 4: {"tpot": 12.0, "server": held}}, baseline=True)
+    race = race_for(space, get_objective("p99_tpot"), study.get_trials())
+    assert race is not None and set(race.incumbents) == {1}
