@@ -9,10 +9,12 @@ The picks' launches on another draw (``tuner.run.holdout``) show that spread: ea
 launched on another draw gives, per tier and limited figure, one difference between that draw
 and its own draw's pooled value. ``draw_cv`` pools them into one relative spread per tier and
 figure (configs feasible at the tier on their own draw only: a draw that tips a config into
-failure is a fault of that config, not a spread). ``near_limit`` then asks of a config the
-figure a new draw would plausibly show: the mean over the draws it was measured on, worsened by
-``DRAW_Z`` standard deviations of a new draw about that mean, must stay within the limit. Until
-a launch on another draw shows the spread, no margin is taken.
+failure is a fault of that config, not a spread; and each tier measured on every request: a
+maximum over the 41 requests a race left measured is no figure of the 60 another draw sends).
+``near_limit`` then asks of a config the figure a new draw would plausibly show: the mean over
+the draws it was measured on, worsened by ``DRAW_Z`` standard deviations of a new draw about
+that mean, must stay within the limit. Until a launch on another draw shows the spread, no
+margin is taken.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def draw_cv(groups: Sequence[Config], key: str, tier: int) -> float | None:
         if own is None or own == 0 or not c.drawn or not _feasible_own(c, tier):
             continue
         for t in c.drawn:
-            if (v := t.value(key, tier)) is not None:
+            if t.measured_in_full(tier) and (v := t.value(key, tier)) is not None:
                 # The own draw's value is a mean over its launches: the difference holds a
                 # new draw's spread and that mean's (engine noise, small beside a draw's).
                 squares += ((v - own) / own) ** 2
@@ -100,4 +102,6 @@ def _own(c: Config, key: str, tier: int) -> float | None:
 
 
 def _feasible_own(c: Config, tier: int) -> bool:
-    return bool(c.pooled) and all(t.feasible_at(tier) for t in c.pooled)
+    return bool(c.pooled) and all(
+        t.feasible_at(tier) and t.measured_in_full(tier) for t in c.pooled
+    )
