@@ -66,10 +66,12 @@ def _simpler(pick: Config, leader: Leader, tier: int, objective: Objective, poli
     if leader.noise is not None:
         error = 2 * leader.noise * math.sqrt(1 / len(mine) + 1 / len(theirs))
         noise = f" ({error:.0%} at two standard errors of this tier's run-to-run noise)"
+    # The leader ranks first by more than its figure (no preemptions, say), so it can measure
+    # worse than the config that stands in for it.
+    ahead = f"{gain:.1%} better" if gain >= 0 else f"{-gain:.1%} worse"
     return (
         f"keeps {what}: the best measured, trial {leader.config.root.number} ({m} changed), "
-        f"was {gain:.1%} better on {objective.name}, within the noise{noise}, so the fewer "
-        "changes stand"
+        f"was {ahead} on {objective.name}, within the noise{noise}, so the fewer changes stand"
     )
 
 
