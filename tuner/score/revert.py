@@ -178,13 +178,16 @@ def simplest(
     that still changes knobs must also beat the ``yardstick`` (the baseline, where it may be
     compared) beyond the noise on one of its axes: "within the noise" does not chain, and a
     config level with both the leader and the defaults keeps changes that no measurement
-    credits (a lossy KV-cache dtype among them)."""
+    credits (a lossy KV-cache dtype among them). One whose engine preempted requests where
+    ``best``'s did not stays out, as the ranking puts it after ``best``."""
     keep, mine = defaults.changed(best.root.params), defaults.canonical(best.root.params)
     out, fewest = best, len(keep)
     for c in candidates:
         changes = defaults.changed(c.root.params)
         if c is best or not _subset(changes, keep, defaults.canonical(c.root.params), mine):
             continue
+        if preempted(c, tier) and not preempted(best, tier):
+            continue  # ranked after every config that did not preempt: fewer changes no excuse
         loss = measured_loss(c, best, objective, tier, noise)
         if loss is None or loss[1] or len(changes) >= fewest:
             continue
@@ -192,6 +195,11 @@ def simplest(
             continue
         out, fewest = c, len(changes)
     return out
+
+
+def preempted(c: Config, tier: int) -> bool:
+    """Whether the engine preempted requests at ``tier`` in any launch of ``c``."""
+    return (c.worst_server(tier, "num_preemptions") or 0.0) > 0
 
 
 @dataclass(frozen=True)

@@ -233,3 +233,30 @@ def test_a_baseline_left_out_for_its_throughput_is_beaten_on_throughput() -> Non
     floor = Policy(throughput_floor=0.8, defaults=DEFAULTS)
     (rec,) = recommend(trials, P99, [1], floor)
     assert rec.trial == 3, (rec.trial, rec.choice)
+
+
+def test_a_config_that_preempted_does_not_stand_in_for_a_leader_that_did_not() -> None:
+    """The leader with noop=0 put back measures within the noise on p99_tpot, but its engine
+    preempted requests where the leader's did not: a ranking that puts preemption last does
+    not let fewer changes bring it back (a recomputed prefill is a stall the tier's
+    percentiles may not show yet)."""
+    base = {"chunk": 8192, "noop": "1", "seats": 1024}
+
+    def at(p99: float, preempted: float) -> dict[str, Any]:
+        tier = {"p99_tpot_ms": p99, "server": {"num_preemptions": preempted}}
+        return {"tiers": {"1": tier}}
+
+    trials = [
+        trial(base, 30.0, baseline=True, **at(30.0, 0)),
+        trial(base, 30.3, confirm_of=0, **at(30.3, 0)),
+        trial({"chunk": 131072, "noop": "0", "seats": 1024}, 20.0, **at(20.0, 0)),
+        trial({"chunk": 131072, "noop": "1", "seats": 1024}, 20.1, **at(20.1, 2)),
+    ]
+    for n, t in enumerate(trials):
+        t.number = n
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.trial == 2, (rec.trial, rec.choice)
+    trials[3] = trial({"chunk": 131072, "noop": "1", "seats": 1024}, 20.1, **at(20.1, 0))
+    trials[3].number = 3
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.trial == 3, (rec.trial, rec.choice)
