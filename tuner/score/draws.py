@@ -8,9 +8,13 @@ limit on the study's draw went past it on half of ten other draws of the same sh
 The picks' launches on another draw (``tuner.run.holdout``) show that spread: each config
 launched on another draw gives, per tier and limited figure, one difference between that draw
 and its own draw's pooled value. ``draw_cv`` pools them into one relative spread per tier and
-figure (configs feasible at the tier on their own draw only: a draw that tips a config into
-failure is a fault of that config, not a spread; and each tier measured on every request: a
-maximum over the 41 requests a race left measured is no figure of the 60 another draw sends).
+figure. A pair counts where the config was feasible at the tier on its own draw, each launch
+measured the tier on every request and neither engine preempted a request there: a draw that
+tips a config into failure on its own draw, or into a preemption storm that turns a 0.8 s
+longest gap into 21 s, is a fault of that config (ranked last, or ruled out, for it), not a
+spread of the draws; a maximum over the 41 requests a race left measured is no figure of the
+60 another draw sends. A pair that crossed the limit without preempting counts: that is the
+spread the margin is for.
 ``near_limit`` then asks of a config the figure a new draw would plausibly show: the mean over
 the draws it was measured on, worsened by ``DRAW_Z`` standard deviations of a new draw about
 that mean, must stay within the limit. Until a launch on another draw shows the spread, no
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from objectives.metrics import SLO
+from tuner.record.trial import TrialRecord
 from tuner.score.pooling import Config
 
 DRAW_Z = 1.0  # a new draw's figure is taken at one standard deviation past its expected value
@@ -39,7 +44,9 @@ def draw_cv(groups: Sequence[Config], key: str, tier: int) -> float | None:
         if own is None or own == 0 or not c.drawn or not _feasible_own(c, tier):
             continue
         for t in c.drawn:
-            if t.measured_in_full(tier) and (v := t.value(key, tier)) is not None:
+            if not t.measured_in_full(tier) or _preempted(t, tier):
+                continue
+            if (v := t.value(key, tier)) is not None:
                 # The own draw's value is a mean over its launches: the difference holds a
                 # new draw's spread and that mean's (engine noise, small beside a draw's).
                 squares += ((v - own) / own) ** 2
@@ -103,5 +110,10 @@ def _own(c: Config, key: str, tier: int) -> float | None:
 
 def _feasible_own(c: Config, tier: int) -> bool:
     return bool(c.pooled) and all(
-        t.feasible_at(tier) and t.measured_in_full(tier) for t in c.pooled
+        t.feasible_at(tier) and t.measured_in_full(tier) and not _preempted(t, tier)
+        for t in c.pooled
     )
+
+
+def _preempted(t: TrialRecord, tier: int) -> bool:
+    return (t.server(tier, "num_preemptions") or 0.0) > 0

@@ -101,6 +101,24 @@ def test_a_draw_that_breaks_a_config_is_no_spread() -> None:
     assert draw_cv(list(configs(trials).values()), "max_itl_ms", 1) is None
 
 
+def test_a_preemption_storm_on_another_draw_rules_the_config_out_and_is_no_spread() -> None:
+    """BIG held at 1.8 s on its own draw; on another its engine preempted and a user met a 20 s
+    gap. It is no pick, and the other configs are not held to a spread 10 times their figure:
+    MID's pair (1.1 s, then 1.15 s) is the spread. A pair that crossed the limit without
+    preempting is the spread the margin is for, and counts."""
+    storm = drawn(2, BIG, 21.0, 20000)
+    storm.user_attrs["tiers"]["1"]["server"] = {"num_preemptions": 17}
+    trials = numbered([*explored(), storm, drawn(3, MID, 24.0, 1150)])
+    groups = list(configs(trials).values())
+    cv = draw_cv(groups, "max_itl_ms", 1)
+    assert cv is not None and abs(cv - 50 / 1100) < 1e-9
+    (rec,) = recommend(trials, P99, [1], POLICY)
+    assert rec.trial == 3 and not configs(trials)[2].feasible_at(1)
+    crossed = numbered([*explored(), drawn(2, BIG, 21.0, 2100)])
+    cv = draw_cv(list(configs(crossed).values()), "max_itl_ms", 1)
+    assert cv is not None and abs(cv - 300 / 1800) < 1e-9
+
+
 def test_a_tier_a_race_stopped_early_is_no_spread() -> None:
     """A launch stopped after 41 of 60 requests (out of contention) holds a longest gap over
     those 41 only: beside a full launch on another draw, the difference is the 19 requests it
