@@ -130,13 +130,17 @@ class Eligible:
         return out
 
     def _drop_queueing(self, groups: Sequence[Config]) -> None:
-        """Configs that held more users than the fewest any eligible config held, unless their
-        P99 TTFT and throughput are within the noise of the best of those that held the fewest."""
+        """Configs that held more users than the fewest any eligible config held (of those
+        whose engine did not preempt, where there are any), unless their P99 TTFT and
+        throughput are within the noise of the best of those that held the fewest."""
         held = {c.root.number: users_held(c, self.tier) for c in self.configs}
         if not held or max(held.values()) == 0:
             return
-        self.seated_held = min(held.values())
-        seated = [c for c in self.configs if held[c.root.number] == self.seated_held]
+        # A config whose engine preempted put running users back in the queue: it sets no
+        # yardstick for seating them while one that did not preempt is there to.
+        steady = [c for c in self.configs if not c.preempted(self.tier)] or self.configs
+        self.seated_held = min(held[c.root.number] for c in steady)
+        seated = [c for c in steady if held[c.root.number] == self.seated_held]
         ttfts = [v for c in seated if (v := ttft(c, self.tier)) is not None]
         tputs = [v for c in seated if (v := throughput(c, self.tier)) is not None]
         self.seated_ttft = min(ttfts, default=None)

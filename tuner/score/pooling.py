@@ -75,6 +75,11 @@ class Config:
         vals = [v for t in self.runs if (v := t.server(tier, key)) is not None]
         return max(vals) if vals else None
 
+    def preempted(self, tier: int) -> bool:
+        """Whether the engine preempted requests at ``tier`` in any launch: it put running
+        users back in the queue, to recompute their context."""
+        return (self.worst_server(tier, "num_preemptions") or 0.0) > 0
+
     def mean_metrics(self, tier: int, keys: Sequence[str]) -> dict[str, float]:
         """Each numeric metric averaged over the launches that reported it; a count of values
         (``tpot_samples``) is the fewest: a pooled p99 is no surer than its thinnest launch."""

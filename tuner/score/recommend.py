@@ -38,7 +38,7 @@ from tuner.score.evidence import Measured, knob_notes
 from tuner.score.narrow import Walk, walk
 from tuner.score.pooling import Config, configs, noise_cv, spread
 from tuner.score.quality import config_quality
-from tuner.score.revert import Yardstick, beyond_noise, knob_effects, preempted, simplest
+from tuner.score.revert import Yardstick, beyond_noise, knob_effects, simplest
 from tuner.score.why import Leader, choice_line
 
 # Smoothness beside TPOT: a TPOT averages a stall over the answer, the longest gap shows it.
@@ -270,7 +270,7 @@ def _best(
         score = rank_score(c, objective, tier, cv)
         if score is None:
             continue
-        late = preempted(c, tier)
+        late = c.preempted(tier)
         if best is None or late < best[0] or (late == best[0] and objective.better(score, best[1])):
             best = (late, score, c)
     return best[2] if best else None

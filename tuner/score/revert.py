@@ -186,7 +186,7 @@ def simplest(
         changes = defaults.changed(c.root.params)
         if c is best or not _subset(changes, keep, defaults.canonical(c.root.params), mine):
             continue
-        if preempted(c, tier) and not preempted(best, tier):
+        if c.preempted(tier) and not best.preempted(tier):
             continue  # ranked after every config that did not preempt: fewer changes no excuse
         loss = measured_loss(c, best, objective, tier, noise)
         if loss is None or loss[1] or len(changes) >= fewest:
@@ -195,11 +195,6 @@ def simplest(
             continue
         out, fewest = c, len(changes)
     return out
-
-
-def preempted(c: Config, tier: int) -> bool:
-    """Whether the engine preempted requests at ``tier`` in any launch of ``c``."""
-    return (c.worst_server(tier, "num_preemptions") or 0.0) > 0
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,8 @@ def _seated(pick: Config, held: float, pool: Eligible) -> str:
     if pool.seated_ttft is None or mine is None:
         return ""
     if held == pool.seated_held:
-        return ", the fewest any eligible config held"
+        fewer = any(users_held(c, pool.tier) < held for c in pool.configs)
+        return ", the fewest any eligible config held" + (" without preempting" if fewer else "")
     where = (
         "every user was seated"
         if not pool.seated_held
@@ -111,10 +112,14 @@ def _trade(
     if best is pick or not top or not theirs or not trade.better(top, mine):
         return f"has the best {objective.name} and the best {words} of the eligible configs"
     loss, gain = -trade.gain(mine, top), objective.gain(value, sum(theirs) / len(theirs))
-    return (
-        f"gives up {loss:.1%} of {words} ({mine:.0f} against {top:.0f} {trade.unit}, "
-        f"trial {best.root.number}) for {gain:.1%} better {objective.name}"
-    )
+    given = f"gives up {loss:.1%} of {words} ({mine:.0f} against {top:.0f} {trade.unit}, "
+    if gain >= 0:
+        return given + f"trial {best.root.number}) for {gain:.1%} better {objective.name}"
+    # Only a rank above the figures puts a config worse on both ahead: say which.
+    why = ""
+    if best.preempted(pool.tier) and not pick.preempted(pool.tier):
+        why = f": trial {best.root.number}'s engine preempted requests, which ranks it last"
+    return given + f"trial {best.root.number}) and is {-gain:.1%} worse on {objective.name}{why}"
 
 
 def _left_out(pool: Eligible, policy: Policy) -> str:

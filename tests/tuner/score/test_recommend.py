@@ -286,6 +286,25 @@ def test_a_held_config_wins_only_within_the_noise_of_a_seated_ones_tail_and_thro
     assert "a P99 TTFT of 25600 ms against 25250 ms where every user was seated" in pick.choice
 
 
+def test_a_config_that_preempted_sets_no_yardstick_for_seating_users() -> None:
+    """At 40 users a config that seats everyone runs out of KV cache and preempts: it put
+    running users back in the queue. A seat cap that held 8 and preempted none is not judged
+    against its P99 TTFT; it stays in the pool, and the ranking puts the preempting one last."""
+    bounded = Policy(slo_tiers=frozenset({1}), slo_text={1: "p99_ttft_ms <= 120000"})
+    t = Trials()
+    base = t.add(8192, 30.0, 1.0, baseline=True, tput=100.0, ttft=50000.0, num_preemptions=2.0)
+    t.add(8192, 30.3, 1.0, confirm_of=base, tput=101.0, ttft=50500.0, num_preemptions=2.0)
+    capped = t.add(32768, 31.0, 1.0, tput=98.0, ttft=68000.0, users_held=8.0)
+    (pick,) = recommend(t.all, P99, [1], bounded)
+    assert pick.trial == capped and pick.users_held == 8.0, pick.choice
+    assert "trial 0's engine preempted requests, which ranks it last" in pick.choice
+    assert "and is 2.8% worse on p99_tpot" in pick.choice, pick.choice
+    assert "the fewest any eligible config held without preempting" in pick.choice
+    steady = t.add(2048, 32.0, 1.0, tput=99.0, ttft=51000.0)  # seats all, no preemption
+    (pick,) = recommend(t.all, P99, [1], bounded)
+    assert pick.trial == steady, pick.choice
+
+
 def test_a_held_config_is_left_out_while_the_noise_is_unknown() -> None:
     bounded = Policy(slo_tiers=frozenset({1}), slo_text={1: "p99_ttft_ms <= 60000"})
     t = Trials()
