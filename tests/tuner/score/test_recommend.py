@@ -36,7 +36,8 @@ class Trials:
             tiers["1"]["output_throughput"] = tput
         if (ttft := attrs.pop("ttft", None)) is not None:
             tiers["1"]["p99_ttft_ms"] = ttft
-        server = {k: attrs.pop(k) for k in ("users_held", "num_preemptions") if k in attrs}
+        keys = ("users_held", "num_preemptions", "kv_cache_usage_peak")
+        server = {k: attrs.pop(k) for k in keys if k in attrs}
         tiers["1"]["server"] = server
         trial = optuna.trial.create_trial(
             params={"chunk": chunk},
@@ -303,6 +304,18 @@ def test_a_config_that_preempted_sets_no_yardstick_for_seating_users() -> None:
     steady = t.add(2048, 32.0, 1.0, tput=99.0, ttft=51000.0)  # seats all, no preemption
     (pick,) = recommend(t.all, P99, [1], bounded)
     assert pick.trial == steady, pick.choice
+
+
+def test_a_pick_whose_kv_cache_ran_full_says_it_is_at_the_edge_of_preempting() -> None:
+    t = Trials()
+    t.add(8192, 30.0, 1.0, baseline=True, kv_cache_usage_peak=0.6)
+    (pick,) = recommend(t.all, P99, [1], Policy())
+    assert "KV cache" not in pick.choice
+    t.add(32768, 20.0, 1.0, kv_cache_usage_peak=0.994)
+    (pick,) = recommend(t.all, P99, [1], Policy())
+    assert pick.trial == 1 and "its KV cache peaked 99.4% full, at the edge of preempting" in (
+        pick.choice
+    )
 
 
 def test_a_held_config_is_left_out_while_the_noise_is_unknown() -> None:
