@@ -35,7 +35,9 @@ def test_every_tier_is_served_within_its_slos_without_queueing(tmp_path: Path) -
         for run in rec.runs:  # every launch of the pick met the tier's SLOs
             assert TrialRecord.of(trials[run]).feasible_at(c), f"c{c}: trial {run}"
         drawn = [r for r in map(TrialRecord.of, trials) if r.draw_seed and r.root == rec.trial]
-        assert drawn and all(r.feasible_at(c) for r in drawn), f"c{c}: not held on another draw"
+        assert all(r.feasible_at(c) for r in drawn), f"c{c}: not held on another draw"
+        # Launched on another draw, or the tier's launches there went to earlier picks, said.
+        assert drawn or "study's draw alone" in rec.choice, f"c{c}: never on another draw"
         for seed in (7, 8):  # draws the study never saw, answers of 300-900 tokens
             replay = measure(space, rec.params, replay_workload(space, seed, 0.5), c)
             assert not replay["violations"], f"c{c}, seed {seed}: {replay['violations']}"

@@ -17,18 +17,16 @@ the rounds go on. Its figures are not pooled with the study's draw. A tier gets 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from optuna.trial import FrozenTrial
 
 from objectives.objective import Objective
-from tuner.record.trial import TrialRecord
+from tuner.score.draws import PER_TIER, spent_on
 from tuner.score.eligible import Policy
+from tuner.score.pooling import configs
 from tuner.score.recommend import recommend
 from tuner.space.schema import Space
-
-PER_TIER = 3  # a tier whose picks keep breaking a limit on another draw stops asking here
 
 
 def draw_seed(space: Space) -> int:
@@ -41,15 +39,13 @@ def holdouts(
 ) -> list[tuple[int, int]]:
     """Per tier whose pick no launch checked on another draw yet: (the pick's root trial, the
     tier), a config picked at several tiers once, in tier order."""
-    records = [TrialRecord.of(t) for t in trials]
-    asked = {(r.root, r.draw_for) for r in records if r.draw_seed is not None}
-    checked = {root for root, _ in asked}
-    spent = Counter(tier for _, tier in asked)
+    groups = list(configs(trials).values())
+    checked = {t.root for c in groups for t in c.drawn}
     limited = {tier for tier in space.workload.tiers if _limited(space, tier)}
     out: list[tuple[int, int]] = []
     for rec in recommend(trials, objective, space.workload.tiers, policy):
         tier = rec.concurrency
-        if rec.trial is None or tier not in limited or spent[tier] >= PER_TIER:
+        if rec.trial is None or tier not in limited or len(spent_on(groups, tier)) >= PER_TIER:
             continue
         if rec.trial not in checked:
             out.append((rec.trial, tier))

@@ -33,6 +33,9 @@ from tuner.record.trial import TrialRecord
 from tuner.score.pooling import Config
 
 DRAW_Z = 1.0  # a new draw's figure is taken at one standard deviation past its expected value
+# The launches on another draw a tier gets (``tuner.run.holdout``): a tier whose picks keep
+# breaking a limit, or preempting, there stops asking.
+PER_TIER = 3
 
 
 def draw_cv(groups: Sequence[Config], key: str, tier: int) -> float | None:
@@ -79,6 +82,23 @@ def held_on_draws(c: Config, tier: int, limits: Sequence[SLO]) -> list[dict[str,
         for t in c.drawn
         if t.tier(tier)
     ]
+
+
+def spent_on(groups: Sequence[Config], tier: int) -> list[int]:
+    """The configs (root trials) launched on another draw for ``tier``'s pick, in order."""
+    roots = {t.root for c in groups for t in c.drawn if t.draw_for == tier}
+    return sorted(roots)
+
+
+def undrawn_words(groups: Sequence[Config], pick: Config, tier: int) -> str:
+    """Why a limited tier's pick was never launched on another draw, once the tier's launches
+    there are spent on earlier picks (empty otherwise: none asked yet, or it was launched)."""
+    spent = spent_on(groups, tier)
+    if pick.drawn or len(spent) < PER_TIER:
+        return ""
+    trials = ", ".join(str(n) for n in spent)
+    return (f"; rests on the study's draw alone: the tier's {len(spent)} launches on another "
+            f"draw of the workload went to earlier picks (trials {trials})")  # fmt: skip
 
 
 def draw_words(held: Sequence[dict[str, Any]]) -> str:

@@ -32,7 +32,7 @@ from optuna.trial import FrozenTrial
 from objectives.objective import Objective, front_axes
 from objectives.tails import samples_key, with_counts
 from tuner.score.apart import measured_apart, without
-from tuner.score.draws import draw_words, held_on_draws
+from tuner.score.draws import draw_words, held_on_draws, undrawn_words
 from tuner.score.eligible import OUTPUT, Eligible, Policy
 from tuner.score.evidence import Measured, knob_notes
 from tuner.score.narrow import Walk, walk
@@ -144,7 +144,9 @@ def _recommend_tier(
     if best is not None:
         rec.other_draws = held_on_draws(best, tier, policy.limits.get(tier, ()))
     rec.choice = choice_line(best, rec.value, pool, goal, policy, Leader(lead, cv)) + (
-        _idle_words(rec) + draw_words(rec.other_draws) if best else _unmeasured(groups, tier)
+        _idle_words(rec) + draw_words(rec.other_draws) + undrawn_words(groups, best, tier)
+        if best
+        else _unmeasured(groups, tier)
     )
     if base is not None:
         rec.baseline_trial, rec.baseline_feasible = base.root.number, base.feasible_at(tier)

@@ -13,8 +13,8 @@ from optuna.trial import FrozenTrial
 
 from objectives.metrics import SLO
 from tests.tuner.score.test_revert import DEFAULTS, P99, trial
-from tuner.run.holdout import PER_TIER, draw_seed, holdouts
-from tuner.score.draws import draw_cv, near_limit
+from tuner.run.holdout import draw_seed, holdouts
+from tuner.score.draws import PER_TIER, draw_cv, near_limit
 from tuner.score.eligible import Eligible, Policy
 from tuner.score.pooling import configs
 from tuner.score.recommend import recommend
@@ -193,6 +193,32 @@ def test_a_tier_gets_at_most_per_tier_launches_on_another_draw(tmp_path: Path) -
     assert holdouts(numbered([*trials, *fewer]), P99, sp, Policy.of(sp)) == [(2, 4)]
     again = [*fewer, drawn_small(trials[0], 0, 4)]  # a launch queued again is not another one
     assert holdouts(numbered([*trials, *again]), P99, sp, Policy.of(sp)) == [(2, 4)]
+
+
+def test_a_pick_the_tiers_launches_on_another_draw_never_reached_says_so(tmp_path: Path) -> None:
+    """c4's three launches on another draw went to configs that are not its pick now (each
+    held, and the study moved on): the pick rests on the study's draw alone, and says so."""
+    sp = space(tmp_path, [{"metric": "max_itl_ms", "max": 2000, "tiers": [4]}])
+    trials = h200_like()
+    slower = [{**trials[2].params, "max_num_seqs": s} for s in (4, 16)]
+    base = trials[0]
+    others = [
+        optuna.trial.create_trial(
+            params=p, distributions=base.distributions, values=[40.0, 90.0],
+            user_attrs={**base.user_attrs, "baseline": False},
+        )
+        for p in slower
+    ]  # fmt: skip
+    study = numbered([*trials, *others])
+    spent = [drawn_small(study[n], n, 4) for n in (0, 3, 4)]
+    (_, c4) = recommend(numbered([*study, *spent]), P99, [1, 4], Policy.of(sp))
+    assert c4.trial == 2 and c4.other_draws == []
+    assert "the tier's 3 launches on another draw of the workload went to earlier picks " in (
+        c4.choice
+    )
+    assert "(trials 0, 3, 4)" in c4.choice
+    (_, fewer) = recommend(numbered([*study, *spent[:2]]), P99, [1, 4], Policy.of(sp))
+    assert "study's draw alone" not in fewer.choice
 
 
 def drawn_small(root: FrozenTrial, number: int, tier: int) -> FrozenTrial:
