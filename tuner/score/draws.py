@@ -91,11 +91,14 @@ def spent_on(groups: Sequence[Config], tier: int) -> list[int]:
 
 
 def undrawn_words(groups: Sequence[Config], pick: Config, tier: int) -> str:
-    """Why a limited tier's pick was never launched on another draw, once the tier's launches
-    there are spent on earlier picks (empty otherwise: none asked yet, or it was launched)."""
-    spent = spent_on(groups, tier)
-    if pick.drawn or len(spent) < PER_TIER:
+    """Why a limited tier's pick was never launched on another draw: the tier's launches there
+    went to earlier picks, or none was made (``--confirm 0``, ``--timeout`` spent). Empty where
+    it was launched there."""
+    if pick.drawn:
         return ""
+    spent = spent_on(groups, tier)
+    if len(spent) < PER_TIER:
+        return "; not launched on another draw of the workload: its limits rest on the study's draw"
     trials = ", ".join(str(n) for n in spent)
     return (f"; rests on the study's draw alone: the tier's {len(spent)} launches on another "
             f"draw of the workload went to earlier picks (trials {trials})")  # fmt: skip

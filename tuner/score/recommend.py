@@ -144,7 +144,7 @@ def _recommend_tier(
     if best is not None:
         rec.other_draws = held_on_draws(best, tier, policy.limits.get(tier, ()))
     rec.choice = choice_line(best, rec.value, pool, goal, policy, Leader(lead, cv)) + (
-        _idle_words(rec) + draw_words(rec.other_draws) + undrawn_words(groups, best, tier)
+        _idle_words(rec) + draw_words(rec.other_draws) + _undrawn(groups, best, tier, policy)
         if best
         else _unmeasured(groups, tier)
     )
@@ -215,6 +215,11 @@ def _deployed(
     if not policy.allows(out):
         return dict(params), {}
     return out, {k: params[k] for k in policy.defaults.idle(params, tier)}
+
+
+def _undrawn(groups: Sequence[Config], best: Config, tier: int, policy: Policy) -> str:
+    """Where the tier has limits a draw moves, whether the pick's were checked on another."""
+    return undrawn_words(groups, best, tier) if policy.limits.get(tier) else ""
 
 
 def _idle_words(rec: TierRecommendation) -> str:

@@ -219,6 +219,11 @@ def test_a_pick_the_tiers_launches_on_another_draw_never_reached_says_so(tmp_pat
     assert "(trials 0, 3, 4)" in c4.choice
     (_, fewer) = recommend(numbered([*study, *spent[:2]]), P99, [1, 4], Policy.of(sp))
     assert "study's draw alone" not in fewer.choice
+    assert "not launched on another draw of the workload: its limits rest on the study's" in (
+        fewer.choice
+    )
+    (c1, _) = recommend(numbered([*study, *spent[:2]]), P99, [1, 4], Policy.of(sp))
+    assert "another draw" not in c1.choice  # c1 has no limit a draw moves
 
 
 def drawn_small(root: FrozenTrial, number: int, tier: int) -> FrozenTrial:
