@@ -218,18 +218,14 @@ def test_a_baseline_left_out_for_its_throughput_is_beaten_on_throughput() -> Non
     """The baseline gives up capacity (below the floor): noop=0 alone, level with it on
     p99_tpot, earns its change with a throughput gain beyond the noise."""
     base = {"chunk": 8192, "noop": "1", "seats": 1024}
-
-    def at(p99: float, tput: float) -> dict[str, Any]:
-        return {"tiers": {"1": {"p99_tpot_ms": p99, "output_throughput": tput}}}
-
-    trials = [
-        trial(base, 28.0, baseline=True, **at(28.0, 100.0)),
-        trial(base, 32.0, confirm_of=0, **at(32.0, 102.0)),
-        trial({"chunk": 131072, "noop": "0", "seats": 1024}, 20.0, **at(20.0, 150.0)),
-        trial({"chunk": 8192, "noop": "0", "seats": 1024}, 25.0, **at(25.0, 140.0)),
-    ]
-    for n, t in enumerate(trials):
-        t.number = n
+    trials = numbered(
+        [
+            at_c1(base, 28.0, {"output_throughput": 100.0}, baseline=True),
+            at_c1(base, 32.0, {"output_throughput": 102.0}, confirm_of=0),
+            at_c1({**base, "chunk": 131072, "noop": "0"}, 20.0, {"output_throughput": 150.0}),
+            at_c1({**base, "noop": "0"}, 25.0, {"output_throughput": 140.0}),
+        ]
+    )
     floor = Policy(throughput_floor=0.8, defaults=DEFAULTS)
     (rec,) = recommend(trials, P99, [1], floor)
     assert rec.trial == 3, (rec.trial, rec.choice)
@@ -241,22 +237,31 @@ def test_a_config_that_preempted_does_not_stand_in_for_a_leader_that_did_not() -
     not let fewer changes bring it back (a recomputed prefill is a stall the tier's
     percentiles may not show yet)."""
     base = {"chunk": 8192, "noop": "1", "seats": 1024}
+    big = {**base, "chunk": 131072}
 
-    def at(p99: float, preempted: float) -> dict[str, Any]:
-        tier = {"p99_tpot_ms": p99, "server": {"num_preemptions": preempted}}
-        return {"tiers": {"1": tier}}
+    def study(preempted: float) -> list[FrozenTrial]:
+        calm = {"server": {"num_preemptions": 0}}
+        return numbered(
+            [
+                at_c1(base, 30.0, calm, baseline=True),
+                at_c1(base, 30.3, calm, confirm_of=0),
+                at_c1({**big, "noop": "0"}, 20.0, calm),
+                at_c1(big, 20.1, {"server": {"num_preemptions": preempted}}),
+            ]
+        )
 
-    trials = [
-        trial(base, 30.0, baseline=True, **at(30.0, 0)),
-        trial(base, 30.3, confirm_of=0, **at(30.3, 0)),
-        trial({"chunk": 131072, "noop": "0", "seats": 1024}, 20.0, **at(20.0, 0)),
-        trial({"chunk": 131072, "noop": "1", "seats": 1024}, 20.1, **at(20.1, 2)),
-    ]
+    (rec,) = recommend(study(2), P99, [1], POLICY)
+    assert rec.trial == 2, (rec.trial, rec.choice)
+    (rec,) = recommend(study(0), P99, [1], POLICY)
+    assert rec.trial == 3, (rec.trial, rec.choice)
+
+
+def at_c1(params: dict[str, Any], p99: float, figures: dict[str, Any], **attrs: Any) -> FrozenTrial:
+    """A launch with its c1 figures beside its p99 TPOT."""
+    return trial(params, p99, tiers={"1": {"p99_tpot_ms": p99, **figures}}, **attrs)
+
+
+def numbered(trials: list[FrozenTrial]) -> list[FrozenTrial]:
     for n, t in enumerate(trials):
         t.number = n
-    (rec,) = recommend(trials, P99, [1], POLICY)
-    assert rec.trial == 2, (rec.trial, rec.choice)
-    trials[3] = trial({"chunk": 131072, "noop": "1", "seats": 1024}, 20.1, **at(20.1, 0))
-    trials[3].number = 3
-    (rec,) = recommend(trials, P99, [1], POLICY)
-    assert rec.trial == 3, (rec.trial, rec.choice)
+    return trials
