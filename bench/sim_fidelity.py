@@ -181,7 +181,46 @@ def measure(config: str, workload: list[BenchRequest], concurrency: int, seed: i
     records = engine.run(workload, concurrency)
     metrics: dict = compute_metrics(records, tier_duration(records))
     metrics["peak_generation_throughput"] = peak_generation(records)
+    metrics["stalls"] = stalls(records)
     return metrics
+
+
+def stalls(records: list[RequestRecord]) -> dict[str, float]:
+    """What sets a P99 TPOT over few requests: the slowest request's answer length and longest
+    gap, beside the longest gap of the run and the answer length of the request that met it."""
+
+    def gap(r: RequestRecord) -> float:
+        times = np.asarray(r.chunk_times)
+        return float(np.diff(times).max()) * 1000 if times.size > 1 else 0.0
+
+    def tpot(r: RequestRecord) -> float:
+        if r.e2el is None or r.ttft is None or r.output_tokens <= 1:
+            return 0.0
+        return (r.e2el - r.ttft) / (r.output_tokens - 1)
+
+    served = [r for r in records if r.chunk_times]
+    slow, stalled = max(served, key=tpot), max(served, key=gap)
+    return {
+        "slowest_tokens": slow.output_tokens,
+        "slowest_gap_ms": gap(slow),
+        "longest_gap_ms": gap(stalled),
+        "longest_gap_tokens": stalled.output_tokens,
+    }
+
+
+def stall_lines(results: dict[str, dict]) -> list[str]:
+    """Scenario 2's P99s in terms of their mechanism: whether its short answers met the
+    longest prefill steps."""
+    lines = []
+    for name in ("s2_small", "s2_medium", "s2_large"):
+        st = results[name]["stalls"]
+        slow, longest = st["slowest_gap_ms"] / 1000, st["longest_gap_ms"] / 1000
+        lines.append(
+            f"{name}: slowest request by TPOT answered {st['slowest_tokens']:.0f} tokens and "
+            f"met a {slow:.1f} s gap; the run's longest gap, {longest:.1f} s, fell in a "
+            f"{st['longest_gap_tokens']:.0f}-token answer"
+        )
+    return lines
 
 
 def peak_generation(records: list[RequestRecord], window: float = 10.0) -> float:
@@ -278,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=1, sort_keys=True))
         return 0
     ok = print_table(rows)
+    print("\n".join(stall_lines(results)))
     ok &= print_checks(results, conclusions(opts.seed))
     print("\n".join(fitted_lines()))
     return 0 if ok else 1

@@ -50,3 +50,18 @@ def test_the_bench_passes_and_prints_each_profiles_fitted_factors(
     assert "mixed_batch_ms" not in out  # no constant per mixed step: a mechanism's factors
     assert "910c ascend.fused_ops_factor" in out
     assert "150K-token TTFT" in out
+
+
+def test_scenario_2_stalls_grow_with_the_chunk_and_the_p99_is_where_short_answers_fall(
+    sf: ModuleType,
+) -> None:
+    """The write-up's stall comes out of scheduling: several 50K-token prompts prefilled in one
+    large-budget step hold every decode for longer than medium's or small's steps do. Whether
+    a P99 over 60 requests shows it is whether a short answer met such a step."""
+    results, _ = sf.run_all(0)
+    gaps = [results[f"s2_{c}"]["stalls"]["longest_gap_ms"] for c in ("small", "medium", "large")]
+    assert gaps[0] < gaps[1] < gaps[2] and gaps[2] > 9000
+    slowest = results["s2_large"]["stalls"]
+    assert slowest["slowest_tokens"] < 10  # a short answer sets the P99
+    lines = sf.stall_lines(results)
+    assert len(lines) == 3 and lines[2].startswith("s2_large: slowest request by TPOT answered")
