@@ -201,6 +201,11 @@ class TrialRecord:
         value = (self.tier(concurrency).get("server") or {}).get(key)
         return float(value) if isinstance(value, int | float) else None
 
+    def preempted(self, concurrency: int) -> bool:
+        """Whether the engine preempted requests at the tier: it put running users back in the
+        queue, to recompute their context."""
+        return (self.server(concurrency, "num_preemptions") or 0.0) > 0
+
     def notes(self, concurrency: int) -> list[str]:
         """Why the tier left figures out (a steady-state window too short to measure)."""
         return [str(n) for n in self.tier(concurrency).get("notes") or []]

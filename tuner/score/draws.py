@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from objectives.metrics import SLO
-from tuner.record.trial import TrialRecord
 from tuner.score.pooling import Config
 
 DRAW_Z = 1.0  # a new draw's figure is taken at one standard deviation past its expected value
@@ -47,7 +46,7 @@ def draw_cv(groups: Sequence[Config], key: str, tier: int) -> float | None:
         if own is None or own == 0 or not c.drawn or not _feasible_own(c, tier):
             continue
         for t in c.drawn:
-            if not t.measured_in_full(tier) or _preempted(t, tier):
+            if not t.measured_in_full(tier) or t.preempted(tier):
                 continue
             if (v := t.value(key, tier)) is not None:
                 # The own draw's value is a mean over its launches: the difference holds a
@@ -133,10 +132,5 @@ def _own(c: Config, key: str, tier: int) -> float | None:
 
 def _feasible_own(c: Config, tier: int) -> bool:
     return bool(c.pooled) and all(
-        t.feasible_at(tier) and t.measured_in_full(tier) and not _preempted(t, tier)
-        for t in c.pooled
+        t.feasible_at(tier) and t.measured_in_full(tier) and not t.preempted(tier) for t in c.pooled
     )
-
-
-def _preempted(t: TrialRecord, tier: int) -> bool:
-    return (t.server(tier, "num_preemptions") or 0.0) > 0

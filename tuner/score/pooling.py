@@ -76,9 +76,8 @@ class Config:
         return max(vals) if vals else None
 
     def preempted(self, tier: int) -> bool:
-        """Whether the engine preempted requests at ``tier`` in any launch: it put running
-        users back in the queue, to recompute their context."""
-        return (self.worst_server(tier, "num_preemptions") or 0.0) > 0
+        """Whether the engine preempted requests at ``tier`` in any launch."""
+        return any(t.preempted(tier) for t in self.runs)
 
     def mean_metrics(self, tier: int, keys: Sequence[str]) -> dict[str, float]:
         """Each numeric metric averaged over the launches that reported it; a count of values
