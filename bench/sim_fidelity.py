@@ -39,6 +39,7 @@ if __package__ in (None, ""):  # run as a file, `python bench/x.py`: the reposit
 from bench.fidelity_report import P99_TOLERANCE, Row, fitted_lines, print_checks, print_table
 from launchers.simengine import SimEngine
 from objectives.metrics import compute_metrics
+from objectives.race import request_series
 from objectives.records import BenchRequest, RequestRecord
 from objectives.runner import tier_duration
 
@@ -188,23 +189,14 @@ def measure(config: str, workload: list[BenchRequest], concurrency: int, seed: i
 def stalls(records: list[RequestRecord]) -> dict[str, float]:
     """What sets a P99 TPOT over few requests: the slowest request's answer length and longest
     gap, beside the longest gap of the run and the answer length of the request that met it."""
-
-    def gap(r: RequestRecord) -> float:
-        times = np.asarray(r.chunk_times)
-        return float(np.diff(times).max()) * 1000 if times.size > 1 else 0.0
-
-    def tpot(r: RequestRecord) -> float:
-        if r.e2el is None or r.ttft is None or r.output_tokens <= 1:
-            return 0.0
-        return (r.e2el - r.ttft) / (r.output_tokens - 1)
-
-    served = [r for r in records if r.chunk_times]
-    slow, stalled = max(served, key=tpot), max(served, key=gap)
+    series = request_series(records)  # per request, seconds; None where it has no such figure
+    tpot, gap = ([v or 0.0 for v in series[k]] for k in ("tpot", "max_gap"))
+    slow, stalled = int(np.argmax(tpot)), int(np.argmax(gap))
     return {
-        "slowest_tokens": slow.output_tokens,
-        "slowest_gap_ms": gap(slow),
-        "longest_gap_ms": gap(stalled),
-        "longest_gap_tokens": stalled.output_tokens,
+        "slowest_tokens": records[slow].output_tokens,
+        "slowest_gap_ms": gap[slow] * 1000,
+        "longest_gap_ms": gap[stalled] * 1000,
+        "longest_gap_tokens": records[stalled].output_tokens,
     }
 
 
