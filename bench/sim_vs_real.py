@@ -50,7 +50,7 @@ from bench import entry
 from bench.profile_fit import Predictor, fit, get_factor, write_profile
 from bench.sim_vs_real_runs import HELD_OUT, PROFILE, ROOT, SPACE, measure_all
 from bench.sim_vs_real_table import held_rows, rank_rows, render
-from bench.sittings import pool, read_sitting
+from bench.sittings import distinct, pool, read_sitting
 from tuner.errors import TunerError
 from tuner.space import load_space
 
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         sittings.append(measure_all(space, args.out, sittings.pop() if sittings else {}))
     if not sittings:
         raise TunerError("--offline needs the sittings to judge on (--measured FILE ...)")
+    sittings = distinct(sittings)
     real = pool(sittings)
     base = yaml.safe_load(PROFILE.read_text())
     pred = Predictor(space, base, args.out)

@@ -7,6 +7,11 @@ configs partly by chance. Pooling several sittings (the geometric mean of every 
 config) is what the profile is fitted to and judged against; how well the real engine ranks
 the held-out configs against itself, sitting against sitting, is the most any profile can be
 expected to reach against one of them.
+
+A sitting completed from an earlier one (``--measured``: the last sitting given is completed
+with what it lacks and written whole) carries that one's figures verbatim. Those are one
+measurement, not two: ``distinct`` keeps each config's figures in the first sitting that holds
+them, so pooling, the drift, the spread and the self-agreement count every engine once.
 """
 
 from __future__ import annotations
@@ -43,6 +48,23 @@ def read_sitting(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not set(data) <= {*PASSES, "calibration_after"}:
         raise TunerError(f"{path} is not a measured.json: parts {sorted(data)}")
     return data
+
+
+def distinct(sittings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sittings with every config's figures a previous sitting already holds (the same
+    part, config and figures: carried over, not measured again) left out of the later ones."""
+    seen: set[str] = set()
+    out = []
+    for sitting in sittings:
+        kept: dict[str, Any] = {}
+        for part, configs in sitting.items():
+            for key, tiers in configs.items():
+                mark = json.dumps([part, key, tiers], sort_keys=True)
+                if mark not in seen:
+                    seen.add(mark)
+                    kept.setdefault(part, {})[key] = tiers
+        out.append(kept)
+    return out
 
 
 def pool(sittings: Sequence[dict[str, Any]]) -> dict[str, Figures]:

@@ -59,6 +59,28 @@ def test_the_real_engine_ranked_against_itself_between_sittings() -> None:
     assert st.self_rank_rows([a], SHOWN) == []  # one sitting says nothing about itself
 
 
+def test_a_sitting_completed_from_another_counts_its_carried_figures_once() -> None:
+    first = {
+        "calibration": {"d/short": {"1": figs(4.0, 100.0)}},
+        "held": {c: {"2": figs(t, 1.0)} for c, t in zip("wxyz", [1, 2, 3, 4], strict=True)},
+    }
+    # Completed from ``first``: its figures verbatim, plus a config measured anew.
+    completed = {
+        "calibration": {"d/short": {"1": figs(4.0, 100.0)}, "d/long": {"1": figs(9.0, 10.0)}},
+        "held": first["held"],
+    }
+    # Measured anew, ranked otherwise (no figure of it equal to another: real ones never are).
+    other = {"held": {c: {"2": figs(t, 1.5)} for c, t in zip("wxyz", [1, 2, 4, 3], strict=True)}}
+    kept = st.distinct([first, completed, other])
+    assert kept[1] == {"calibration": {"d/long": {"1": figs(9.0, 10.0)}}}
+    assert kept[0] == first and kept[2] == other
+    pooled = st.pool(kept)
+    assert pooled["held"]["z"]["2"]["median_tpot_ms"] == pytest.approx((4 * 3) ** 0.5)
+    # The carried copy is no second sitting agreeing perfectly with the first.
+    rho = {r["metric"]: r["spearman"] for r in st.self_rank_rows(kept, SHOWN)}
+    assert rho["median_tpot_ms"] == pytest.approx(0.8)
+
+
 def test_a_sitting_that_cannot_be_read_is_one_line_naming_it(tmp_path: Path) -> None:
     with pytest.raises(TunerError, match=r"cannot read .*none\.json"):
         st.read_sitting(tmp_path / "none.json")
