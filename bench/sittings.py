@@ -17,7 +17,7 @@ them, so pooling, the drift, the spread and the self-agreement count every engin
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,9 @@ from tuner.errors import TunerError
 
 Figures = dict[str, dict[str, dict[str, float]]]  # config -> tier -> metric -> value
 Rows = list[dict[str, Any]]
+# Rounds of alternating means fitting the sittings' speeds: the shifts settle within a
+# thousandth in a few dozen when every sitting shares a config with another.
+SPEED_ROUNDS = 200
 # Each pooled part and the parts of a sitting that are passes of it.
 PASSES = {
     "calibration": ("calibration", "calibration_after"),
@@ -68,20 +71,57 @@ def distinct(sittings: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def pool(sittings: Sequence[dict[str, Any]]) -> dict[str, Figures]:
-    """Per part, config, tier and metric, the geometric mean over every pass that has it."""
-    out: dict[str, Figures] = {}
-    for part, names in PASSES.items():
-        seen: dict[tuple[str, str, str], list[float]] = {}
-        for sitting in sittings:
-            for name in names:
-                for (key, tier, metric), v in _flat(sitting.get(name, {})):
-                    seen.setdefault((key, tier, metric), []).append(v)
-        figures: Figures = {}
-        for (key, tier, metric), values in seen.items():
-            gm = values[0] if len(values) == 1 else float(np.exp(np.mean(np.log(values))))
-            figures.setdefault(key, {}).setdefault(tier, {})[metric] = gm
-        out[part] = figures
+    """Per part, config, tier and metric, the geometric mean over every pass that has it, at
+    the sittings' common speed.
+
+    Sittings ran on machines (or machine states) of different speed: one sitting's real engine
+    served everything up to 1.7x faster than another's. A config that some sittings lack would
+    otherwise carry the speed of the sittings that hold it into the pool. Each sitting's speed
+    per metric is estimated from the configs it shares with the others (least squares on log
+    figures: a level per config and tier, a shift per sitting); a config measured in every
+    sitting pools to its plain geometric mean.
+    """
+    observed = _observations(sittings)
+    out: dict[str, Figures] = {part: {} for part in PASSES}
+    for metric in sorted({m for _, _, m, _ in observed}):
+        logs = [(i, item, float(np.log(v))) for i, item, m, v in observed if m == metric]
+        for (part, key, tier), level in _levels(logs, len(sittings)).items():
+            out[part].setdefault(key, {}).setdefault(tier, {})[metric] = float(np.exp(level))
     return out
+
+
+Item = tuple[str, str, str]  # pooled part, config, tier
+
+
+def _observations(sittings: Sequence[dict[str, Any]]) -> list[tuple[int, Item, str, float]]:
+    """Every figure of every pass: (sitting, item, metric, value)."""
+    return [
+        (i, (part, key, tier), metric, v)
+        for i, sitting in enumerate(sittings)
+        for part, names in PASSES.items()
+        for name in names
+        for (key, tier, metric), v in _flat(sitting.get(name, {}))
+    ]
+
+
+def _levels(logs: list[tuple[int, Item, float]], n: int) -> dict[Item, float]:
+    """Each item's log level, fitted with a log shift per sitting (alternating means), at the
+    sittings' mean shift: log figure = level + shift."""
+    shift = np.zeros(n)
+    level: dict[Item, float] = {}
+    for _ in range(SPEED_ROUNDS):
+        level = _means((item, y - shift[i]) for i, item, y in logs)
+        by_sitting = _means((i, y - level[item]) for i, item, y in logs)
+        shift = np.array([by_sitting.get(i, 0.0) for i in range(n)])
+    centre = float(np.mean([shift[i] for i in {i for i, _, _ in logs}]))
+    return {item: v + centre for item, v in level.items()}
+
+
+def _means(pairs: Iterable[tuple[Any, float]]) -> dict[Any, float]:
+    sums: dict[Any, list[float]] = {}
+    for key, value in pairs:
+        sums.setdefault(key, []).append(value)
+    return {key: float(np.mean(v)) for key, v in sums.items()}
 
 
 def _flat(figures: Figures) -> list[tuple[tuple[str, str, str], float]]:

@@ -19,19 +19,36 @@ def figs(tpot: float, thr: float) -> dict[str, float]:
 
 def test_pooling_takes_the_geometric_mean_of_every_pass_of_a_config() -> None:
     one = {
-        "calibration": {"d/short": {"1": figs(4.0, 100.0), "4": figs(8.0, 50.0)}},
+        "calibration": {"d/short": {"1": figs(4.0, 100.0)}},
         "calibration_after": {"d/short": {"1": figs(9.0, 100.0)}},
         "held": {"a": {"2": figs(2.0, 10.0)}},
     }
     two = {
         "calibration": {"d/short": {"1": figs(6.0, 100.0)}},
+        "calibration_after": {"d/short": {"1": figs(6.0, 100.0)}},
         "held": {"a": {"2": figs(8.0, 10.0)}},
     }
     pooled = st.pool([one, two])
     assert pooled["calibration"]["d/short"]["1"]["median_tpot_ms"] == pytest.approx(6.0)
-    assert pooled["calibration"]["d/short"]["4"] == figs(8.0, 50.0)  # measured once: as it is
     assert pooled["held"]["a"]["2"] == pytest.approx(figs(4.0, 10.0))
     assert pooled["again"] == {}
+    alone = st.pool([one])["calibration"]["d/short"]["1"]  # one sitting: its passes' mean
+    assert alone == pytest.approx(figs(6.0, 100.0))
+
+
+def test_a_config_some_sittings_lack_is_pooled_at_the_sittings_common_speed() -> None:
+    slow = {"held": {"x": {"2": figs(2.0, 100.0)}, "y": {"2": figs(4.0, 50.0)}}}
+    # The same engine on a machine twice as fast, and a config only it measured.
+    fast = {
+        "held": {"x": {"2": figs(1.0, 200.0)}, "y": {"2": figs(2.0, 100.0)}},
+        "calibration": {"z/long": {"1": figs(8.0, 20.0)}},
+    }
+    pooled = st.pool([slow, fast])
+    assert pooled["held"]["x"]["2"] == pytest.approx(figs(2**0.5, 100 * 2**0.5))
+    # z measured on the fast machine: at the common speed it is sqrt(2) slower.
+    assert pooled["calibration"]["z/long"]["1"] == pytest.approx(
+        figs(8.0 * 2**0.5, 20.0 / 2**0.5), rel=1e-3
+    )
 
 
 def test_drift_and_spread_are_read_within_each_sitting() -> None:
