@@ -135,7 +135,10 @@ def unproven(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The knobs of a pick's notes that no measurement credits on their own, the smallest
     estimated effect first (the likeliest to do nothing)."""
     out = [k for k, n in notes.items() if _unproven(n)]
-    return sorted(out, key=lambda k: (abs(notes[k].get("change") or 0.0), k))
+    # Knobs a fit could not tell apart share one estimate, equal but for the last bits the
+    # linear algebra library leaves: rounded, they tie and fall back to their names, so the
+    # launches go in one order whatever machine the study runs on.
+    return sorted(out, key=lambda k: (round(abs(notes[k].get("change") or 0.0), 9), k))
 
 
 def _unproven(note: Mapping[str, Any]) -> bool:
