@@ -102,7 +102,7 @@ class EngineCore:
         dt = self.model.step_s(work) * self._noise(1)[0]
         self.clock += dt
         decoding = [req for req, _ in plan.items if not req.prefilling]
-        accepted = iter(self._accepted(self._alphas(decoding)).tolist()) if self.k else None
+        accepted = iter(self._accepted(decoding)[0].tolist()) if self.k else None
         for req, n in plan.items:
             self._apply(req, n, accepted)
         self._maybe_log()
@@ -132,6 +132,7 @@ class EngineCore:
                 self._emit(req, 1, self.clock)
             return
         accepted = next(drafts) if drafts is not None else 0
+        req.verified += 1
         req.computed += 1 + accepted
         self._emit(req, 1 + accepted, self.clock)
 
@@ -166,17 +167,32 @@ class EngineCore:
         repeat = self.model.p.model.output_repeat
         return np.array([self.alpha * max(r.draft_match, repeat) for r in reqs], dtype=float)
 
-    def _accepted(self, alphas: np.ndarray) -> np.ndarray:
-        """Accepted draft tokens per verification: leading successes of k Bernoulli draws."""
-        n = len(alphas)
+    def _accepted(self, reqs: Sequence[SimRequest], steps: int = 1) -> np.ndarray:
+        """Accepted draft tokens of ``steps`` verifications of each request (rows: steps).
+
+        A verification keeps the leading successes of k Bernoulli draws, except where a
+        prompt-lookup drafter reads a greedy output that loops (``_in_loop``): the loop, not a
+        coin, decides what is accepted, so every such request accepts its expected count at
+        the same pace, spread evenly over its verifications. A wave of them finishes together
+        as the real engine's does (its c6 waves end within a millisecond of one another),
+        where coin flips would spread it and stagger the next wave's prefill."""
+        n = len(reqs)
         if not self.k:
-            return np.zeros(n, dtype=np.int64)
-        ok = self.rng.random((n, self.k)) < alphas[:, None]
-        acc = np.cumprod(ok, axis=1).sum(axis=1)
-        self.counters["spec_drafts"] += n
-        self.counters["spec_draft_tokens"] += n * self.k
+            return np.zeros((steps, n), dtype=np.int64)
+        alphas = self._alphas(reqs)
+        ok = self.rng.random((steps, n, self.k)) < alphas[None, :, None]
+        acc = np.cumprod(ok, axis=2).sum(axis=2)
+        for j, req in enumerate(reqs):
+            if self._in_loop(req):
+                acc[:, j] = even_acceptance(float(alphas[j]), self.k, req.verified, steps)
+        self.counters["spec_drafts"] += n * steps
+        self.counters["spec_draft_tokens"] += n * steps * self.k
         self.counters["spec_accepted"] += float(acc.sum())
         return acc
+
+    def _in_loop(self, req: SimRequest) -> bool:
+        repeat = self.model.p.model.output_repeat
+        return self.lookup and repeat > 0 and repeat >= req.draft_match
 
     # ---- bulk decode --------------------------------------------------------------------
     def decode_stretch(self, until: float = math.inf) -> bool:
@@ -192,7 +208,7 @@ class EngineCore:
             return False
         rem = np.array([r.output_len - r.produced for r in running])
         m = int(min(rem.min(), MAX_STRETCH))
-        tok = 1 + self._accepted(np.tile(self._alphas(running), m)).reshape(m, len(running))
+        tok = 1 + self._accepted(running, m)
         cum = np.cumsum(tok, axis=0)  # tokens after each step, per request
         first_done = np.argmax(cum >= rem, axis=0)
         m = int(min(m, (first_done + 1)[(cum >= rem).any(axis=0)].min(initial=m)))
@@ -234,6 +250,7 @@ class EngineCore:
                 self.pool.take(need)
                 req.extra += need
             req.computed += int(cum[-1, j])
+            req.verified += len(cum)
             self.sched.register(req)
             take = np.minimum(
                 steps,
@@ -265,3 +282,12 @@ class EngineCore:
         )
         self._interval = [0.0, 0.0]
         self._next_log = self.clock + LOG_INTERVAL_S
+
+
+def even_acceptance(alpha: float, k: int, done: int, steps: int) -> np.ndarray:
+    """Accepted drafts of verifications ``done`` .. ``done + steps - 1`` of a request whose
+    drafts are accepted at a fixed pace: the expected leading successes of k draws at
+    ``alpha`` (``alpha + ... + alpha**k``) per verification, whole tokens spread evenly."""
+    mean = sum(alpha**j for j in range(1, k + 1))
+    marks = np.floor((done + np.arange(steps + 1)) * mean + 1e-9)
+    return np.diff(marks).astype(np.int64)

@@ -49,6 +49,7 @@ class SimRequest:
     chunk_times: list[float] = field(default_factory=list)
     chunk_tokens: list[int] = field(default_factory=list)
     preemptions: int = 0
+    verified: int = 0  # draft verifications it went through (decode steps with drafts)
 
     @property
     def num_tokens(self) -> int:

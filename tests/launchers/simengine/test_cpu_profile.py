@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from launchers.simengine import EngineRefused, SimEngine
+from launchers.simengine.core import even_acceptance
 from launchers.simengine.model import StepWork
 from objectives.records import BenchRequest
 
@@ -115,3 +117,26 @@ def test_the_ngram_drafter_finds_a_looping_models_output_whatever_the_prompt() -
     # drafter looks its own output up; a model that does not repeat itself gets none.
     assert acceptance(1.0) > 0.7
     assert acceptance(0.0) == 0.0
+
+
+def test_a_wave_drafting_from_a_looping_output_finishes_together() -> None:
+    # The real CPU build's c6 waves of n-gram requests end within a millisecond of one
+    # another: the loop decides what is accepted, the same for every request. Coin flips
+    # would finish some a verification early and stagger the next wave's prefill.
+    spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}']
+    e = engine(spec)
+    records = e.run([BenchRequest(UNIQUE_WORDS, 64, 64) for _ in range(6)], 6)
+    ends = sorted(r.send_time + r.e2el for r in records[1:])  # the first decodes alone first
+    assert ends[-1] - ends[0] < 0.002
+    c = e.server_counters()
+    rate = c["vllm:spec_decode_num_accepted_tokens"] / c["vllm:spec_decode_num_draft_tokens"]
+    alpha = e.model.acceptance()
+    assert rate == pytest.approx((alpha + alpha**2) / 2, abs=0.02)
+
+
+def test_even_acceptance_keeps_the_mean_and_splits_at_any_step() -> None:
+    whole = even_acceptance(0.9, 3, 0, 40)
+    assert set(whole.tolist()) <= {0, 1, 2, 3}
+    assert whole.sum() == pytest.approx(40 * (0.9 + 0.81 + 0.729), abs=1)
+    parts = np.concatenate([even_acceptance(0.9, 3, 0, 13), even_acceptance(0.9, 3, 13, 27)])
+    assert parts.tolist() == whole.tolist()  # a stretch cut short resumes where it stopped
