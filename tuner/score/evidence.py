@@ -46,6 +46,9 @@ class Measured:
     noise: float | None
     # Knobs the pick cannot have at the default alone: that config breaks a rule of the space.
     forbidden: frozenset[str] = frozenset()
+    # Configs (root trials) whose engine preempted requests at the tier where the leader's did
+    # not: whatever their figures, they rank after it (``tuner.score.narrow.holds_up``).
+    stormed: frozenset[int] = frozenset()
 
 
 def knob_notes(
@@ -64,9 +67,9 @@ def _note(knob: str, m: Measured, name: str, unmeasured: str) -> dict[str, Any]:
     e, walk, alone = m.effects.get(knob), m.walk, m.apart.get(knob)
     step = walk.step(knob) if walk else None
     if walk is not None and step is not None and step.outcome == KEPT:
-        return _reversion(step.loss, step.trial, walk.pick, name)
+        return _reversion(step.loss, step.trial, walk.pick, name, m.stormed)
     if alone is not None and not alone.held:
-        return _reversion(alone.loss, alone.trial, m.lead, name)
+        return _reversion(alone.loss, alone.trial, m.lead, name, m.stormed)
     if alone is not None:
         return _level(alone, m.lead, name)
     if e is not None and e.beyond_noise:
@@ -91,9 +94,13 @@ def _note(knob: str, m: Measured, name: str, unmeasured: str) -> dict[str, Any]:
     }
 
 
-def _reversion(loss: float | None, trial: int | None, pick: int, name: str) -> dict[str, Any]:
+def _reversion(
+    loss: float | None, trial: int | None, pick: int, name: str, stormed: frozenset[int]
+) -> dict[str, Any]:
     where = f"trial {trial} against trial {pick}"
-    if loss is None or loss <= 0:  # no slower, but no pick: an SLO missed, the tier raced out
+    if trial in stormed:
+        words = f"without it the engine preempted requests at this tier ({where})"
+    elif loss is None or loss <= 0:  # no slower, but no pick: an SLO missed, the tier raced out
         words = f"without it the config is no pick at this tier ({where})"
     else:
         words = f"reverting it measured {loss:+.1%} worse {name} ({where})"
@@ -136,9 +143,10 @@ def unproven(notes: Mapping[str, Mapping[str, Any]]) -> list[str]:
     estimated effect first (the likeliest to do nothing)."""
     out = [k for k, n in notes.items() if _unproven(n)]
     # Knobs a fit could not tell apart share one estimate, equal but for the last bits the
-    # linear algebra library leaves: rounded, they tie and fall back to their names, so the
-    # launches go in one order whatever machine the study runs on.
-    return sorted(out, key=lambda k: (round(abs(notes[k].get("change") or 0.0), 9), k))
+    # linear algebra library leaves: rounded, they tie and keep the order the pick's knobs come
+    # in (the order the space's parameters are sampled in), so the launches go in one order
+    # whatever machine the study runs on.
+    return sorted(out, key=lambda k: round(abs(notes[k].get("change") or 0.0), 9))
 
 
 def _unproven(note: Mapping[str, Any]) -> bool:

@@ -145,10 +145,11 @@ def holds_up(
     tier: int,
     noise: float,
 ) -> tuple[bool, float | None]:
-    """Whether ``c`` holds up against ``best`` (eligible, not worse beyond the noise), and how
-    much worse it measured."""
+    """Whether ``c`` holds up against ``best`` (eligible, not worse beyond the noise, and no
+    preemption where ``best`` had none: that ranks it after ``best`` whatever its figures), and
+    how much worse it measured."""
     loss = measured_loss(c, best, objective, tier, noise)
-    eligible = any(c is p for p in pool)
+    eligible = any(c is p for p in pool) and not (c.preempted(tier) and not best.preempted(tier))
     return eligible and loss is not None and not loss[1], None if loss is None else loss[0]
 
 

@@ -100,6 +100,22 @@ def test_a_knob_measured_apart_to_matter_stays_and_says_by_how_much() -> None:
     assert "noop" not in unproven(rec.knobs)
 
 
+def test_a_knob_whose_launch_apart_preempted_stays_and_says_so() -> None:
+    # Level on the objective, but the engine preempted without it where the pick did not: it
+    # ranks after the pick whatever its figures, and the knob is what keeps the engine whole.
+    storm = trial({**LEAD, "noop": "1"}, 20.1, revert_of=4, revert_at=1, revert_knob="noop",
+                  tiers={"1": {"p99_tpot_ms": 20.1, "server": {"num_preemptions": 3}}})  # fmt: skip
+    (rec,) = recommend(numbered([*sparse(), storm]), P99, [1], POLICY)
+    assert rec.trial == 4 and rec.params == LEAD
+    note = rec.knobs["noop"]
+    assert note["measured_by"] == "reversion" and not note.get("within_noise")
+    assert (
+        note["words"]
+        == "without it the engine preempted requests at this tier (trial 5 against trial 4)"
+    )
+    assert "noop" not in unproven(rec.knobs)
+
+
 def test_a_pick_whose_tier_noise_is_unknown_is_confirmed_before_anything_is_judged() -> None:
     trials = numbered([t for t in sparse() if t.number != 1])  # the baseline launched once
     (rec,) = recommend(trials, P99, [1], POLICY)
