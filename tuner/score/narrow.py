@@ -149,7 +149,7 @@ def holds_up(
     preemption where ``best`` had none: that ranks it after ``best`` whatever its figures), and
     how much worse it measured."""
     loss = measured_loss(c, best, objective, tier, noise)
-    eligible = any(c is p for p in pool) and not (c.preempted(tier) and not best.preempted(tier))
+    eligible = any(c is p for p in pool) and not c.preempted_beside(best, tier)
     return eligible and loss is not None and not loss[1], None if loss is None else loss[0]
 
 

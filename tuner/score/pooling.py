@@ -79,6 +79,11 @@ class Config:
         """Whether the engine preempted requests at ``tier`` in any launch."""
         return any(t.preempted(tier) for t in self.runs)
 
+    def preempted_beside(self, other: Config, tier: int) -> bool:
+        """Whether this config's engine preempted at ``tier`` where ``other``'s did not: it
+        then ranks after ``other`` whatever its figures."""
+        return self.preempted(tier) and not other.preempted(tier)
+
     def mean_metrics(self, tier: int, keys: Sequence[str]) -> dict[str, float]:
         """Each numeric metric averaged over the launches that reported it; a count of values
         (``tpot_samples``) is the fewest: a pooled p99 is no surer than its thinnest launch."""

@@ -181,9 +181,7 @@ def _knobs(
     rec.params, rec.idle = _deployed(best.root.params, tier, policy)
     alone = {k: without(best.root.params, (k,), policy) for k in rec.effects}
     forbidden = frozenset(k for k, params in alone.items() if not policy.allows(params))
-    stormed = frozenset(
-        c.root.number for c in groups if c.preempted(tier) and not lead.preempted(tier)
-    )
+    stormed = frozenset(c.root.number for c in groups if c.preempted_beside(lead, tier))
     m = Measured(effects, told, apart, lead.root.number, cv, forbidden, stormed)
     rec.knobs = knob_notes(rec.params, m, objective, policy.defaults)
 

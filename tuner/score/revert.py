@@ -186,7 +186,7 @@ def simplest(
         changes = defaults.changed(c.root.params)
         if c is best or not _subset(changes, keep, defaults.canonical(c.root.params), mine):
             continue
-        if c.preempted(tier) and not best.preempted(tier):
+        if c.preempted_beside(best, tier):
             continue  # ranked after every config that did not preempt: fewer changes no excuse
         loss = measured_loss(c, best, objective, tier, noise)
         if loss is None or loss[1] or len(changes) >= fewest:

@@ -124,7 +124,7 @@ def _trade(
         return given + f"trial {best.root.number}) for {gain:.1%} better {objective.name}"
     # Only a rank above the figures puts a config worse on both ahead: say which.
     why = ""
-    if best.preempted(pool.tier) and not pick.preempted(pool.tier):
+    if best.preempted_beside(pick, pool.tier):
         why = f": trial {best.root.number}'s engine preempted requests, which ranks it last"
     return given + f"trial {best.root.number}) and is {-gain:.1%} worse on {objective.name}{why}"
 
