@@ -66,6 +66,9 @@ def night_space(tmp_path: Path, port: int) -> Path:
         "tiers": [1, 4],
         "request_timeout_s": 120,
         "stall_floor_s": 3,
+        # Faults are judged here, not timing: a virtual machine wakes a sleeping event loop
+        # 4-6 ms late at P99 even when idle, past the 5 ms a 5 ms ITL is judged by.
+        "client_lag_limit_ms": 200,
     }
     return write_yaml(tmp_path / "night.yaml", space)
 
@@ -123,7 +126,10 @@ def assert_nothing_lost(study: optuna.Study) -> None:
     assert set(per_config.values()) == {1}, per_config
     again = {t.user_attrs.get("requeued_from"): t for t in study.trials}
     for lost in of_state(study, TrialState.FAIL):
-        assert again[lost.number].state == TrialState.COMPLETE, lost.user_attrs
+        last = again[lost.number]
+        while last.state == TrialState.FAIL:  # its config failed again, and was queued again
+            last = again[last.number]
+        assert last.state == TrialState.COMPLETE, lost.user_attrs
     baseline = [t for t in measured if t.user_attrs.get("baseline")]
     assert len(baseline) == 1 and baseline[0].user_attrs["feasible"] is True
 
