@@ -17,6 +17,10 @@ from tuner.errors import TunerError
 
 # A client that had this share of a core or more was busy itself, not kept off its core.
 BUSY_SHARE = 0.8
+# A host of its own counts no steal; a virtual machine whose hypervisor took this share of
+# its CPU time over a tier woke the client late in bursts (2-7% read 4-6 ms at P99 on a VM
+# that was otherwise idle, the same with both of its cores busy).
+STEAL_SHARE = 0.01
 
 
 @contextmanager
@@ -54,6 +58,13 @@ def client_limit_reason(results: Sequence[TierResult], cpus: Sequence[int]) -> s
         return (
             f"{head}: it waited on {faults} page faults read from disk (the kernel had taken "
             "its memory back); give the machine memory to spare while a study runs"
+        )
+    if (steal := worst.client.get("steal_share", 0.0)) >= STEAL_SHARE:
+        return (
+            f"{head}: the machine's hypervisor gave {steal:.0%} of its CPU time to other "
+            "machines (steal), which wakes the client late whatever runs here; run it on a "
+            "host with cores of its own, or accept timestamps this coarse: "
+            f"workload.client_lag_limit_ms above {lag:.0f}"
         )
     core = f"core {cpus[0]}" if cpus else "a core"
     return (

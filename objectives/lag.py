@@ -50,12 +50,16 @@ class ClientLag:
     # Page faults the event loop's thread waited on the disk for: a loop that is late with
     # little CPU was kept off its core, or waited for pages the kernel had taken back.
     major_faults: int = 0
+    # The machine's CPU time its hypervisor gave to other guests over the tier (``Steal``):
+    # a virtual CPU taken away wakes the loop late whatever runs on this machine.
+    steal_share: float = 0.0
 
     def summary(self) -> dict[str, float]:
         busy = self.cpu_s / (self.wall_s * self.workers) if self.wall_s else 0.0
         out: dict[str, float] = {"cpu_share": busy, "workers": float(self.workers)}
         out["counted_s"] = self.wall_s
         out["major_faults"] = float(self.major_faults)
+        out["steal_share"] = self.steal_share
         for name, values in (("loop_lag", self.loop_lag_s), ("send_lag", self.send_lag_s)):
             arr = np.asarray(values or [0.0]) * 1000
             out[f"p50_{name}_ms"] = float(np.percentile(arr, 50))
@@ -79,6 +83,29 @@ class ClientLag:
 Sample = tuple[float, float, float, float, int]
 # The event loop's own thread, where the kernel can tell threads apart.
 _WHO = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+
+
+class Steal:
+    """The share of this machine's CPU time stolen by its hypervisor from ``__init__`` until
+    ``share()`` (0.0 off Linux, and on a host of its own, whose kernel counts no steal)."""
+
+    def __init__(self) -> None:
+        self._start = _cpu_times()
+
+    def share(self) -> float:
+        now = _cpu_times()
+        total = sum(now) - sum(self._start)
+        stolen = now[7] - self._start[7] if len(now) > 7 and len(self._start) > 7 else 0
+        return stolen / total if total > 0 else 0.0
+
+
+def _cpu_times() -> list[int]:
+    # /proc/stat's first line: user nice system idle iowait irq softirq steal ..., in ticks.
+    try:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return []
 
 
 def _faults() -> int:

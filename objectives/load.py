@@ -24,7 +24,7 @@ from objectives.client import StreamingClient, make_http_client, prepare
 from objectives.datasets import build_requests, build_warmup
 from objectives.drive import OnRequest, arrival_offsets, drive
 from objectives.endpoint import Endpoint
-from objectives.lag import ClientLag, client_limited
+from objectives.lag import ClientLag, Steal, client_limited
 from objectives.metrics import SLO
 from objectives.race import Race, Watch, request_series
 from objectives.records import BenchRequest, RequestRecord
@@ -214,9 +214,11 @@ async def _tier(
     before = await scrape(http)
     samples: list[dict[str, float]] = []
     sampler = asyncio.create_task(_sample_gauges(http, samples)) if before is not None else None
+    steal = Steal()
     try:
         decide = {"decide": watch.done} if watch is not None else {}
         records, lag = await send(requests, bodies, concurrency, arrivals, on_request, **decide)
+        lag.steal_share = steal.share()
     finally:
         if sampler is not None:
             sampler.cancel()

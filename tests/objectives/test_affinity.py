@@ -51,3 +51,13 @@ def test_a_client_that_waited_on_the_disk_says_so_rather_than_blame_the_engine()
     why = client_limit_reason([waited], [1])
     assert why is not None and "waited on 12 page faults read from disk" in why
     assert "took its core" not in why
+
+
+def test_a_client_on_a_virtual_machine_whose_cpu_was_stolen_says_so() -> None:
+    stolen = limited(0.12, 6.0)
+    stolen.client["steal_share"] = 0.04
+    why = client_limit_reason([stolen], [1])
+    assert why is not None and "hypervisor gave 4% of its CPU time to other machines" in why
+    assert "workload.client_lag_limit_ms above 6" in why and "took its core" not in why
+    stolen.client["steal_share"] = 0.002  # a trace of steal explains no lag
+    assert "took its core" in (client_limit_reason([stolen], [1]) or "")

@@ -6,10 +6,11 @@ import time
 import numpy as np
 import pytest
 
+from objectives import lag as lag_module
 from objectives.client import StreamingClient, make_http_client, prepare
 from objectives.drive import arrival_offsets, drive
 from objectives.endpoint import Endpoint
-from objectives.lag import ClientLag, client_limited, counted_lag
+from objectives.lag import ClientLag, Steal, client_limited, counted_lag
 from objectives.records import BenchRequest, RequestRecord
 from objectives.runner import run_benchmark
 from objectives.workload import WorkloadSpec
@@ -61,6 +62,7 @@ def test_http_tiers_against_a_real_server(paced_server: str) -> None:
         # Server counters are deltas of this tier only (warm-up and other tiers excluded).
         assert r.server["generation_tokens"] == 40.0 and r.server["num_preemptions"] == 0.0
         assert "p99_loop_lag_ms" in r.client
+        assert 0.0 <= r.client["steal_share"] < 1.0  # the machine's, over the tier
     one, four = results
     assert four.metrics["duration"] < one.metrics["duration"]  # four in flight
 
@@ -185,3 +187,14 @@ def test_a_tier_where_no_stream_produced_a_token_is_never_client_saturated() -> 
     assert busy.saturated()
     assert not client_limited([_record(0.0, [])] * 4, busy, 0.0, None)
     assert client_limited([_record(0.0, []), _record(0.0, [0.1])], busy, 0.0, None)
+
+
+def test_steal_is_the_hypervisors_share_of_the_machines_cpu_time_over_the_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # /proc/stat's ticks: user nice system idle iowait irq softirq steal
+    ticks = iter([[100, 0, 50, 800, 0, 0, 0, 50], [160, 0, 70, 920, 0, 0, 0, 50 + 12]])
+    monkeypatch.setattr(lag_module, "_cpu_times", lambda: next(ticks))
+    assert Steal().share() == pytest.approx(12 / 212)
+    monkeypatch.setattr(lag_module, "_cpu_times", lambda: [])  # no /proc here
+    assert Steal().share() == 0.0
