@@ -11,8 +11,8 @@ propagates unchanged, carrying the completed tiers as ``exc.tier_results`` (read
 
 Failures stay data: a tier with failed requests says so in ``failures`` (the objective decides
 what a failure rate means); a tier the client limited is ``client_saturated``, and
-``check_client`` turns that into ``InfraError`` for a caller that treats it as not the config's
-fault.
+``objectives.affinity.client_limit_reason`` says why, for a caller that treats it as not the
+config's fault.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from objectives.tier import tier_duration as tier_duration  # the bench scripts 
 from objectives.tier import tier_result
 from objectives.vocab import with_vocab
 from objectives.workload import WorkloadSpec
-from tuner.errors import InfraError, TunerError
+from tuner.errors import TunerError
 
 OnTier = Callable[[TierResult], None]
 OnRequest = Callable[[RequestRecord], None]
@@ -105,22 +105,6 @@ def run_benchmark(
         exc.tier_results = list(results)  # type: ignore[union-attr]
         raise
     return results
-
-
-def check_client(results: Sequence[TierResult]) -> None:
-    """Raise ``InfraError`` when a tier was limited by the client: not the config's fault.
-
-    Raises:
-        InfraError: naming the saturated tiers and the client's own figures.
-    """
-    bad = [r for r in results if r.client_saturated]
-    if bad:
-        detail = ", ".join(
-            f"c{r.concurrency} (p50/p99 loop lag {r.client.get('p50_loop_lag_ms', 0):.1f}/"
-            f"{r.client.get('p99_loop_lag_ms', 0):.1f} ms, CPU {r.client.get('cpu_share', 0):.0%})"
-            for r in bad
-        )
-        raise InfraError(f"benchmark client saturated at {detail}")
 
 
 def partial_results(exc: BaseException) -> list[TierResult]:

@@ -122,19 +122,3 @@ def test_duration_of_empty_and_failed_records() -> None:
 
     assert tier_duration([]) == 0.0
     assert tier_duration([RequestRecord(1, 1, 2.0), RequestRecord(1, 1, 5.0, [6.5])]) == 4.5
-
-
-def test_check_client_raises_infra_error_for_saturated_tiers() -> None:
-    from objectives.runner import check_client
-    from tuner.errors import InfraError
-
-    ok = TierResult(1, {}, client={"p99_loop_lag_ms": 1.0})
-    bad = TierResult(
-        8,
-        {},
-        client_saturated=True,
-        client={"p50_loop_lag_ms": 3.0, "p99_loop_lag_ms": 40.0, "cpu_share": 0.9},
-    )
-    check_client([ok])
-    with pytest.raises(InfraError, match=r"c8 \(p50/p99 loop lag 3.0/40.0 ms, CPU 90%\)"):
-        check_client([ok, bad])

@@ -11,6 +11,7 @@ from objectives.objective import get_objective
 from objectives.records import RequestRecord
 from objectives.result import TierResult
 from tests.objectives.servers import tiny_model, vllm_like_server
+from tuner.errors import InfraError
 from tuner.record.trial import TrialRecord, write_outcome
 from tuner.run.trial import TrialRunner
 from tuner.space.render import render_engine_config
@@ -66,6 +67,18 @@ def test_a_trial_failure_names_the_servers_message_once() -> None:
         "16 of 16 requests failed (15x HTTP 400: Token id 31991 is out of vocabulary, 1x timeout)"
     )
     assert outcome.failure_kind == "failed_requests"
+
+
+def test_a_tier_the_client_limited_is_an_infrastructure_fault_naming_the_tier() -> None:
+    runner = TrialRunner(endpoint_space("http://127.0.0.1:9"), get_objective("p99_tpot"), 1.0)
+    metrics = {"completed": 8, "failed": 0, "p99_tpot_ms": 10.0, "output_throughput": 400.0}
+    ok = TierResult(1, dict(metrics), client={"p99_loop_lag_ms": 1.0})
+    client = {"p50_loop_lag_ms": 3.0, "p99_loop_lag_ms": 40.0, "cpu_share": 0.9}
+    bad = TierResult(4, dict(metrics), client_saturated=True, client=client)
+    assert runner.outcome([ok, ok]).failure is None
+    with pytest.raises(InfraError, match=r"limited a tier \(c4: its event loop 40 ms late at P99 "
+                       r"with 90% of a core\): the client itself was busy"):  # fmt: skip
+        runner.outcome([ok, bad])
 
 
 def test_the_count_each_tail_rests_on_is_kept_in_the_trial_record() -> None:
