@@ -49,6 +49,11 @@ FLAG_RELEASES: dict[str, tuple[Version, Version | None]] = {
     "--attention-backend": ((0, 11, 1), None),
     "--moe-backend": ((0, 17), None),
 }
+# From this release the scheduler drops --long-prefill-token-threshold while a single request is
+# running or waiting ("nobody to starve": vllm/v1/core/sched/scheduler.py of the 0.32.0 CPU
+# build). The first release with the rule is not pinned down here; earlier ones are taken to
+# cap every chunk, as domain.md's account of the V1 scheduler has it.
+LONE_PREFILL_UNCAPPED: Version = (0, 32)
 # Where the release keeps its attention backends' names: 0.11.1 onwards, then before.
 _BACKEND_MODULES = ("vllm.v1.attention.backends.registry", "vllm.attention.backends.registry")
 _ENV_SCRIPT = f"""
@@ -118,6 +123,11 @@ def flag_in_release(flag: str, version: Version) -> bool:
     """Whether release ``version`` parses ``flag`` (flags not in ``FLAG_RELEASES`` always)."""
     first, until = FLAG_RELEASES.get(flag, ((0,), None))
     return version >= first and (until is None or version < until)
+
+
+def caps_lone_prefill(version: Version) -> bool:
+    """Whether release ``version`` caps a prefill chunk when its request is the only one."""
+    return version < LONE_PREFILL_UNCAPPED
 
 
 def release_facts(program: str, version: str, flags: frozenset[str]) -> EngineFacts:

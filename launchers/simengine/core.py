@@ -85,8 +85,12 @@ class EngineCore:
     # ---- one step ---------------------------------------------------------------------
     def step(self) -> float:
         """Runs one step; returns its duration (0.0 when nothing could be scheduled)."""
-        if self.model.k.async_scheduling:
-            self.sched.visible_until = self._last_start
+        # vLLM's engine core reads its input queue once per step and starts the next step as
+        # soon as the last one's outputs are queued: a request sent in reply to an output (a
+        # closed loop's next one) misses that step. With async scheduling a step is scheduled
+        # while the previous one runs, so it sees only what was sent before that one began.
+        async_ = self.model.k.async_scheduling
+        self.sched.visible_until = self._last_start if async_ else self.clock
         self._last_start = self.clock
         plan = self.sched.schedule()
         if not plan.items:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from launchers._vllm_facts import caps_lone_prefill, parse_version
 from launchers.simengine.answers import greedy_answer
 from launchers.simengine.config import SimConfig, resolve
 from launchers.simengine.core import EngineCore, EngineDead
@@ -105,6 +106,7 @@ class SimEngine:
             max_num_batched_tokens=c.max_num_batched_tokens,
             max_num_seqs=c.max_num_seqs,
             long_prefill_token_threshold=c.long_prefill_token_threshold,
+            cap_lone_prefill=caps_lone_prefill(parse_version(c.version)),
             spec_tokens=c.knobs.spec_tokens,
             enable_prefix_caching=c.enable_prefix_caching,
         )

@@ -2,12 +2,13 @@
 
 Each step has a token budget of ``max_num_batched_tokens``. Running requests come first, in
 admission order: a decoding request takes 1 + k tokens (k speculative), one still prefilling
-takes its remaining prompt capped by ``long_prefill_token_threshold`` (when > 0) and by the
-budget left. When a request's new tokens do not fit in the free KV blocks, the most recently
-admitted request is preempted (blocks freed, recomputed later from scratch, reusing whatever of
-its cached blocks survived) and nothing new is admitted this step. Otherwise waiting requests
-are admitted first come first served while budget, ``max_num_seqs`` and KV blocks last; a
-request that does not fit stops the queue. Admission looks up the longest cached prefix.
+takes its remaining prompt capped by ``long_prefill_token_threshold`` (when > 0; releases from
+0.32 drop the cap while one request alone is running or waiting) and by the budget left. When
+a request's new tokens do not fit in the free KV blocks, the most recently admitted request is
+preempted (blocks freed, recomputed later from scratch, reusing whatever of its cached blocks
+survived) and nothing new is admitted this step. Otherwise waiting requests are admitted first
+come first served while budget, ``max_num_seqs`` and KV blocks last; a request that does not
+fit stops the queue. Admission looks up the longest cached prefix.
 
 Blocks enter the prefix cache when their step is scheduled, not when it has run: vLLM's
 ``KVCacheManager.allocate_slots`` caches a request's full blocks up to ``computed + new
@@ -77,6 +78,7 @@ class SchedulerConfig:
     max_num_batched_tokens: int
     max_num_seqs: int
     long_prefill_token_threshold: int = 0
+    cap_lone_prefill: bool = True  # False: the cap is off while one request runs or waits
     spec_tokens: int = 0
     enable_prefix_caching: bool = True
 
@@ -100,15 +102,17 @@ class Scheduler:
         self.running: list[SimRequest] = []
         self.registry: dict[Hashable, Entry] = {}  # prefix key / block hash -> best run
         self.counters = {"preemptions": 0.0, "queries": 0.0, "hits": 0.0}
-        # Requests that arrived after this time are not seen by the step being scheduled:
-        # with async scheduling a step is scheduled while the previous one still runs.
+        # Requests sent at or after this time are not seen by the step being scheduled (the
+        # engine core had started it, or with async scheduling scheduled it, by then).
         self.visible_until = float("inf")
+        self._cap = cfg.long_prefill_token_threshold  # this step's (see _step_cap)
 
     def add(self, req: SimRequest) -> None:
         self.waiting.append(req)
 
     # ---- one step -------------------------------------------------------------------------
     def schedule(self) -> Scheduled:
+        self._cap = self._step_cap()
         budget = self.cfg.max_num_batched_tokens
         items: list[tuple[SimRequest, int]] = []
         preempted: list[SimRequest] = []
@@ -126,12 +130,21 @@ class Scheduler:
             budget = self._admit(budget, items)
         return Scheduled(items, preempted)
 
+    def _step_cap(self) -> int:
+        """This step's long-prefill cap: off where the release lets a lone request (the only
+        one running or waiting) take the whole budget, as it starves nobody."""
+        cap = self.cfg.long_prefill_token_threshold
+        if cap and not self.cfg.cap_lone_prefill:
+            seen = sum(1 for r in self.waiting if r.arrival < self.visible_until)
+            if len(self.running) + seen <= 1:
+                return 0
+        return cap
+
     def _want(self, req: SimRequest) -> int:
         if not req.prefilling:
             return 1 + self.cfg.spec_tokens
         n = req.num_tokens - req.computed
-        cap = self.cfg.long_prefill_token_threshold
-        return min(n, cap) if cap > 0 else n
+        return min(n, self._cap) if self._cap > 0 else n
 
     def _preempt_until_fits(self, req: SimRequest, n: int, preempted: list[SimRequest]) -> bool:
         while True:
@@ -150,7 +163,7 @@ class Scheduler:
     def _admit(self, budget: int, items: list[tuple[SimRequest, int]]) -> int:
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             req = self.waiting[0]
-            if req.arrival > self.visible_until:
+            if req.arrival >= self.visible_until:
                 break
             entry, hit = self._lookup(req)
             n = min(self._prefill_want(req, hit), budget)
@@ -169,8 +182,7 @@ class Scheduler:
 
     def _prefill_want(self, req: SimRequest, hit: int) -> int:
         n = req.num_tokens - hit * self.bs
-        cap = self.cfg.long_prefill_token_threshold
-        return min(n, cap) if cap > 0 else n
+        return min(n, self._cap) if self._cap > 0 else n
 
     def blocked(self) -> bool:
         """True when the waiting head cannot be admitted until something finishes."""
@@ -179,7 +191,7 @@ class Scheduler:
         if len(self.running) >= self.cfg.max_num_seqs:
             return True
         req = self.waiting[0]
-        if req.arrival > self.visible_until:
+        if req.arrival >= self.visible_until:
             return False  # admissible once the next step is scheduled
         entry, hit = self._lookup(req)
         n = min(self._prefill_want(req, hit), self.cfg.max_num_batched_tokens)

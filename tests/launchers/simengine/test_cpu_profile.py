@@ -62,11 +62,12 @@ def test_no_gpu_backend_lines_in_the_cpu_builds_log() -> None:
 def test_small_batches_are_bound_by_weight_reads_large_ones_by_compute() -> None:
     m = engine().model
 
-    def decode(n: int) -> float:
-        return m.step_s(StepWork(n_dec=n, ctx_dec=n * 200))
+    def decode(n: int) -> float:  # no context: each sequence's KV reads would cost alike
+        return m.step_s(StepWork(n_dec=n, ctx_dec=0))
 
     # One core reads the 56 MB of weights once per step whatever the batch (a GEMV is memory
-    # bound), so a second sequence costs little; past the roofline's knee each costs its FLOPs.
+    # bound), so a second sequence costs little (its scheduling); past the roofline's knee each
+    # costs its FLOPs too.
     assert decode(2) / decode(1) < 1.2
     assert (decode(64) - decode(32)) / 32 == pytest.approx((decode(32) - decode(16)) / 16, rel=0.2)
     assert (decode(64) - decode(32)) / 32 > 2 * (decode(2) - decode(1))
@@ -140,3 +141,31 @@ def test_even_acceptance_keeps_the_mean_and_splits_at_any_step() -> None:
     assert whole.sum() == pytest.approx(40 * (0.9 + 0.81 + 0.729), abs=1)
     parts = np.concatenate([even_acceptance(0.9, 3, 0, 13), even_acceptance(0.9, 3, 13, 27)])
     assert parts.tolist() == whole.tolist()  # a stretch cut short resumes where it stopped
+
+
+def test_a_closed_loops_next_request_misses_the_step_that_starts_as_its_predecessor_ends() -> None:
+    """vLLM's engine core starts its next step as soon as it has queued the last one's outputs,
+    so the request a client sends on reading a final token reaches it during that step: the
+    other request's next token comes from a decode step, and the new prompt's prefill follows
+    (the real engine's 1024-token prompts at c4: the replacement's prefill never held the
+    request one decode from its end)."""
+    work = [BenchRequest("", 384, 8), BenchRequest("", 384, 40), BenchRequest("", 1024, 8)]
+    first, other, new = engine().run(work, concurrency=2)
+    end = first.chunk_times[-1]
+    assert new.send_time == pytest.approx(end)
+    after = [t for t in other.chunk_times if t > end]
+    assert new.ttft is not None and after[0] - end < 0.2 * new.ttft
+    assert after[1] - after[0] > 0.5 * new.ttft  # then the new prompt's prefill holds it
+
+
+def test_a_lone_request_is_not_held_to_the_long_prefill_cap_in_0_32() -> None:
+    capped = ["--max-num-batched-tokens", "512", "--long-prefill-token-threshold", "64"]
+    alone = BenchRequest("", 384, 4)
+    [plain] = engine().run([alone], concurrency=1)
+    [lone] = engine(capped).run([alone], concurrency=1)
+    assert lone.ttft == pytest.approx(plain.ttft, rel=0.05)
+    old = SimEngine.from_argv([*SERVE, *capped], KV1, "cpu", 0, version="0.31.0")
+    old.model.speed = 1.0
+    [chunked] = old.run([alone], concurrency=1)
+    assert chunked.ttft is not None and lone.ttft is not None
+    assert chunked.ttft > lone.ttft + 4 * 0.004  # five more steps, each its fixed cost

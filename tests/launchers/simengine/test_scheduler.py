@@ -13,8 +13,11 @@ def make(
     cap: int = 0,
     bs: int = 16,
     caching: bool = True,
+    cap_lone: bool = True,
 ) -> Scheduler:
-    cfg = SchedulerConfig(budget, seqs, cap, enable_prefix_caching=caching)
+    cfg = SchedulerConfig(
+        budget, seqs, cap, enable_prefix_caching=caching, cap_lone_prefill=cap_lone
+    )
     return Scheduler(cfg, BlockPool(blocks, bs))
 
 
@@ -54,6 +57,36 @@ def test_long_prefill_cap_limits_one_request_per_step() -> None:
     s.add(req(1, 300))
     s.add(req(2, 300))
     assert run_step(s) == {1: 64, 2: 64}
+
+
+def test_a_lone_request_takes_the_whole_budget_where_the_release_lets_it() -> None:
+    """vLLM 0.32's scheduler drops the cap while one request alone is running or waiting: it
+    would starve nobody. A second one brings the cap back, for both."""
+    s = make(budget=256, cap=64, cap_lone=False)
+    s.add(req(1, 200))
+    assert run_step(s) == {1: 200}
+    s.add(req(2, 200))
+    s.add(req(3, 200))
+    assert run_step(s) == {1: 1, 2: 64, 3: 64}
+
+
+def test_older_releases_cap_a_lone_request_too() -> None:
+    s = make(budget=256, cap=64)
+    s.add(req(1, 200))
+    assert run_step(s) == {1: 64}
+
+
+def test_a_request_sent_as_a_step_starts_waits_for_the_next_one() -> None:
+    """The engine core has started the step by the time the request reaches it: one sent at
+    the step's start is not in it, nor does it count as a second request for the cap."""
+    s = make(budget=256, cap=64, cap_lone=False)
+    s.add(req(1, 200))
+    late = req(2, 50)
+    late.arrival = s.visible_until = 1.0
+    s.add(late)
+    assert run_step(s) == {1: 200}
+    s.visible_until = 1.5
+    assert run_step(s) == {1: 1, 2: 50}
 
 
 def test_max_num_seqs_limits_admission() -> None:
