@@ -105,21 +105,20 @@ class Scheduler:
         # Requests sent at or after this time are not seen by the step being scheduled (the
         # engine core had started it, or with async scheduling scheduled it, by then).
         self.visible_until = float("inf")
-        self._cap = cfg.long_prefill_token_threshold  # this step's (see _step_cap)
 
     def add(self, req: SimRequest) -> None:
         self.waiting.append(req)
 
     # ---- one step -------------------------------------------------------------------------
     def schedule(self) -> Scheduled:
-        self._cap = self._step_cap()
+        cap = self._step_cap()
         budget = self.cfg.max_num_batched_tokens
         items: list[tuple[SimRequest, int]] = []
         preempted: list[SimRequest] = []
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
-            n = min(self._want(req), budget)
+            n = min(self._want(req, cap), budget)
             if not self._allocate(req, n) and not self._preempt_until_fits(req, n, preempted):
                 break
             items.append((req, n))
@@ -127,24 +126,23 @@ class Scheduler:
             budget -= n
             i += 1
         if not preempted:
-            budget = self._admit(budget, items)
+            budget = self._admit(budget, cap, items)
         return Scheduled(items, preempted)
 
     def _step_cap(self) -> int:
         """This step's long-prefill cap: off where the release lets a lone request (the only
         one running or waiting) take the whole budget, as it starves nobody."""
         cap = self.cfg.long_prefill_token_threshold
-        if cap and not self.cfg.cap_lone_prefill:
+        if cap and not self.cfg.cap_lone_prefill and len(self.running) <= 1:
             seen = sum(1 for r in self.waiting if r.arrival < self.visible_until)
             if len(self.running) + seen <= 1:
                 return 0
         return cap
 
-    def _want(self, req: SimRequest) -> int:
+    def _want(self, req: SimRequest, cap: int) -> int:
         if not req.prefilling:
             return 1 + self.cfg.spec_tokens
-        n = req.num_tokens - req.computed
-        return min(n, self._cap) if self._cap > 0 else n
+        return _capped(req.num_tokens - req.computed, cap)
 
     def _preempt_until_fits(self, req: SimRequest, n: int, preempted: list[SimRequest]) -> bool:
         while True:
@@ -160,13 +158,13 @@ class Scheduler:
             if self._allocate(req, n):
                 return True
 
-    def _admit(self, budget: int, items: list[tuple[SimRequest, int]]) -> int:
+    def _admit(self, budget: int, cap: int, items: list[tuple[SimRequest, int]]) -> int:
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             req = self.waiting[0]
             if req.arrival >= self.visible_until:
                 break
             entry, hit = self._lookup(req)
-            n = min(self._prefill_want(req, hit), budget)
+            n = min(self._prefill_want(req, hit, cap), budget)
             if self._blocks_needed(hit, n) > self.pool.free - self._touch_cost(entry, hit):
                 break
             self.waiting.popleft()
@@ -180,9 +178,8 @@ class Scheduler:
             budget -= n
         return budget
 
-    def _prefill_want(self, req: SimRequest, hit: int) -> int:
-        n = req.num_tokens - hit * self.bs
-        return min(n, self._cap) if self._cap > 0 else n
+    def _prefill_want(self, req: SimRequest, hit: int, cap: int) -> int:
+        return _capped(req.num_tokens - hit * self.bs, cap)
 
     def blocked(self) -> bool:
         """True when the waiting head cannot be admitted until something finishes."""
@@ -194,7 +191,8 @@ class Scheduler:
         if req.arrival >= self.visible_until:
             return False  # admissible once the next step is scheduled
         entry, hit = self._lookup(req)
-        n = min(self._prefill_want(req, hit), self.cfg.max_num_batched_tokens)
+        # The cap of the step to come: this request waits beside the running ones.
+        n = min(self._prefill_want(req, hit, self._step_cap()), self.cfg.max_num_batched_tokens)
         return self._blocks_needed(hit, n) > self.pool.free - self._touch_cost(entry, hit)
 
     # ---- KV blocks --------------------------------------------------------------------------
@@ -306,3 +304,8 @@ class Scheduler:
     def finish(self, req: SimRequest) -> None:
         self.running.remove(req)
         self._free(req)
+
+
+def _capped(tokens: int, cap: int) -> int:
+    """A prefill chunk: ``tokens`` left, held to the step's long-prefill cap (0: none)."""
+    return min(tokens, cap) if cap > 0 else tokens

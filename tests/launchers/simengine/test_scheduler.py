@@ -70,6 +70,17 @@ def test_a_lone_request_takes_the_whole_budget_where_the_release_lets_it() -> No
     assert run_step(s) == {1: 1, 2: 64, 3: 64}
 
 
+def test_whether_the_queue_is_blocked_reads_the_cap_of_the_step_to_come() -> None:
+    """A lone request prefilled whole; a second one arriving brings the cap back, so its first
+    chunk fits in the KV blocks left where its whole prompt would not."""
+    s = make(blocks=20, budget=256, cap=64, bs=16, cap_lone=False)
+    s.add(req(1, 200))
+    assert run_step(s) == {1: 200}
+    s.add(req(2, 200))
+    assert not s.blocked()
+    assert run_step(s) == {1: 1, 2: 64}
+
+
 def test_older_releases_cap_a_lone_request_too() -> None:
     s = make(budget=256, cap=64)
     s.add(req(1, 200))
